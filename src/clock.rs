@@ -1,0 +1,94 @@
+//! Time sources. The index reads time once per call through a [`Clock`], so tests and
+//! fuzzers can drive expiry step by step with a [`ManualClock`] instead of sleeping.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A monotonic time source: the time elapsed since an origin of the clock's choosing.
+///
+/// Implementations must never go backwards. They are called once per index call, from
+/// any thread.
+pub trait Clock: Send + Sync + 'static {
+    /// The time elapsed since this clock's origin.
+    fn now(&self) -> Duration;
+}
+
+/// The real monotonic clock ([`Instant`]), with its origin at construction.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    /// A clock whose origin is now.
+    pub fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    #[inline]
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// A clock that moves only when told to: for tests, fuzzing and simulations.
+///
+/// Share it with the index through an [`Arc`](std::sync::Arc) and keep a handle to advance it.
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use approx_kv_index::{Clock, ManualClock};
+/// let clock = Arc::new(ManualClock::new());
+/// clock.advance(Duration::from_secs(3));
+/// assert_eq!(clock.now(), Duration::from_secs(3));
+/// ```
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    nanos: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock standing at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `by` (saturating at about 584 years).
+    pub fn advance(&self, by: Duration) {
+        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_add(by))
+            });
+    }
+
+    /// Moves the clock to `to`, if that is not in its past (a clock never goes back).
+    pub fn set(&self, to: Duration) {
+        let to = u64::try_from(to.as_nanos()).unwrap_or(u64::MAX);
+        self.nanos.fetch_max(to, Ordering::AcqRel);
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.nanos.load(Ordering::Acquire))
+    }
+}
+
+/// Converts a clock reading to the index's internal nanosecond timestamps.
+#[inline]
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,119 @@
+//! Building an index: the [`Builder`] and its validated settings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::ConfigError;
+use crate::ApproxKvIndexer;
+
+/// Default block size in tokens.
+pub const DEFAULT_BLOCK_SIZE: u32 = 16;
+/// Default time an entry stays "probably cached" after its last recording: 120 s.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(120);
+/// Default sweeper tick: 100 ms.
+pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
+
+/// Settings for an [`ApproxKvIndexer`].
+///
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | [`block_size`](Builder::block_size) | 16 | tokens per KV block (0 is an error) |
+/// | [`ttl`](Builder::ttl) | 120 s | how long a recorded block stays "probably cached" (zero is an error) |
+/// | [`tick`](Builder::tick) | 100 ms | how often the sweeper reclaims expired entries (zero is an error) |
+/// | [`clock`](Builder::clock) | [`SystemClock`] | the time source |
+/// | [`background_sweeper`](Builder::background_sweeper) | `true` | run the sweeper thread |
+///
+/// ```
+/// use std::time::Duration;
+/// use approx_kv_index::{ApproxKvIndexer, ConfigError};
+/// let index = ApproxKvIndexer::builder()
+///     .block_size(64)
+///     .ttl(Duration::from_secs(600))
+///     .tick(Duration::from_millis(10))
+///     .build()?;
+/// assert_eq!(index.block_size(), 64);
+/// assert_eq!(ApproxKvIndexer::builder().block_size(0).build().err(), Some(ConfigError::ZeroBlockSize));
+/// # Ok::<(), ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Builder {
+    pub(crate) block_size: u32,
+    pub(crate) ttl: Duration,
+    pub(crate) tick: Duration,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) background_sweeper: bool,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("block_size", &self.block_size)
+            .field("ttl", &self.ttl)
+            .field("tick", &self.tick)
+            .field("background_sweeper", &self.background_sweeper)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            block_size: DEFAULT_BLOCK_SIZE,
+            ttl: DEFAULT_TTL,
+            tick: DEFAULT_TICK,
+            clock: Arc::new(SystemClock::new()),
+            background_sweeper: true,
+        }
+    }
+}
+
+impl Builder {
+    /// Tokens per KV block; must match the engines' block (page) size.
+    pub fn block_size(mut self, tokens: u32) -> Self {
+        self.block_size = tokens;
+        self
+    }
+
+    /// How long a recorded block stays "probably cached" after its last recording.
+    /// Very long TTLs are fine (they saturate at about 584 years).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How often the sweeper reclaims the memory of expired entries. Reads never wait
+    /// for it: an expired entry reads as absent at once. A tick longer than the TTL is
+    /// allowed; it only delays reclamation.
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// The time source (e.g. a shared [`ManualClock`](crate::ManualClock) for tests).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Whether to run the background sweeper thread (default `true`). Without it, memory
+    /// is reclaimed only by calls to [`ApproxKvIndexer::sweep_expired`].
+    pub fn background_sweeper(mut self, run: bool) -> Self {
+        self.background_sweeper = run;
+        self
+    }
+
+    /// Validates the settings and starts the index.
+    pub fn build(self) -> Result<ApproxKvIndexer, ConfigError> {
+        if self.block_size == 0 {
+            return Err(ConfigError::ZeroBlockSize);
+        }
+        if self.tick.is_zero() {
+            return Err(ConfigError::ZeroTick);
+        }
+        if self.ttl.is_zero() {
+            return Err(ConfigError::ZeroTtl);
+        }
+        Ok(ApproxKvIndexer::from_builder(self))
+    }
+}

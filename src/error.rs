@@ -1,0 +1,53 @@
+//! Errors returned by the index.
+
+use std::fmt;
+
+/// An invalid [`Builder`](crate::Builder) setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `block_size` was 0.
+    ZeroBlockSize,
+    /// `tick` was zero.
+    ZeroTick,
+    /// `ttl` was zero: every entry would expire as it is recorded.
+    ZeroTtl,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigError::ZeroBlockSize => "block_size must be at least 1 token",
+            ConfigError::ZeroTick => "tick must be longer than zero",
+            ConfigError::ZeroTtl => "ttl must be longer than zero",
+        })
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A rejected call; nothing was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The local and sequence hash slices had different lengths.
+    LengthMismatch {
+        /// Number of local block hashes given.
+        local: usize,
+        /// Number of sequence hashes given.
+        seq: usize,
+    },
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordError::LengthMismatch { local, seq } => write!(
+                f,
+                "{local} local block hashes but {seq} sequence hashes: they must pair up"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {}

@@ -1,0 +1,62 @@
+//! Expiry: the hand-over from callers to the timer wheel, the wheel itself (plain data),
+//! and the sweeper thread that drives it.
+//!
+//! A recording caller never touches the wheel: it pushes one [`Timer`] per decision onto a
+//! lock-free queue ([`crossbeam_queue::SegQueue`]) and returns. Whoever sweeps (the
+//! background thread, or a test calling `sweep_expired`) takes the wheel's lock, moves the
+//! queue into the wheel, and takes the due timers out.
+
+pub(crate) mod sweeper;
+pub(crate) mod wheel;
+
+use crossbeam_queue::SegQueue;
+use parking_lot::Mutex;
+
+use crate::workers::Slot;
+use crate::SequenceHash;
+use wheel::TimerWheel;
+
+/// One recorded decision waiting to expire: the prompt's last block and the worker slot.
+/// When it fires, the sweeper walks from `leaf` towards the root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timer {
+    pub(crate) leaf: SequenceHash,
+    pub(crate) slot: Slot,
+}
+
+/// The queue callers push to and the wheel sweepers drain into.
+pub(crate) struct Expiry {
+    inbox: SegQueue<(u64, Timer)>,
+    wheel: Mutex<TimerWheel<Timer>>,
+}
+
+impl Expiry {
+    pub(crate) fn new(tick_nanos: u64, ttl_nanos: u64) -> Self {
+        Self {
+            inbox: SegQueue::new(),
+            wheel: Mutex::new(TimerWheel::new(tick_nanos, ttl_nanos)),
+        }
+    }
+
+    /// Hands a timer to the wheel without waiting for anyone.
+    #[inline]
+    pub(crate) fn schedule(&self, deadline_nanos: u64, timer: Timer) {
+        self.inbox.push((deadline_nanos, timer));
+    }
+
+    /// Timers queued or in the wheel.
+    pub(crate) fn pending(&self) -> usize {
+        self.inbox.len() + self.wheel.lock().len()
+    }
+
+    /// Moves queued timers into the wheel, advances it to `now_nanos`, and hands each due
+    /// timer to `fire`. Concurrent calls take turns (the wheel's lock), so the callers
+    /// see each due timer exactly once.
+    pub(crate) fn take_due(&self, now_nanos: u64, mut fire: impl FnMut(Timer)) {
+        let mut wheel = self.wheel.lock();
+        while let Some((deadline, timer)) = self.inbox.pop() {
+            wheel.schedule(deadline, timer);
+        }
+        wheel.advance(now_nanos, &mut fire);
+    }
+}

@@ -1,0 +1,132 @@
+//! Block and sequence hashing, bit-for-bit compatible with `dynamo-kv-router` 1.6.1.
+//!
+//! A prompt is cut into full blocks of `block_size` tokens (a partial trailing block is
+//! dropped). Each block gets a [`LocalBlockHash`]: xxh3-64 with seed 1337 over the
+//! little-endian bytes of its tokens. Blocks are then chained into [`SequenceHash`]es:
+//! `seq[0] = local[0]` and `seq[i] = xxh3_64_with_seed(le(seq[i-1]) ‖ le(local[i]), 1337)`,
+//! so a sequence hash names a block *and its whole prefix*.
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// The seed Dynamo uses for every block and sequence hash.
+pub const XXH3_SEED: u64 = 1337;
+
+/// The hash of one block's tokens alone (position-independent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct LocalBlockHash(pub u64);
+
+/// The hash of a block together with every block before it: the key of a radix-tree node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SequenceHash(pub u64);
+
+/// Hashes each full block of `tokens` (a partial trailing block is ignored).
+///
+/// A `block_size` of 0 yields no blocks.
+///
+/// ```
+/// use approx_kv_index::{compute_block_hash_for_seq, LocalBlockHash};
+/// let hashes = compute_block_hash_for_seq(&[1, 2, 3, 4, 5, 6], 4);
+/// assert_eq!(hashes.len(), 1); // tokens 5 and 6 do not fill a block
+/// assert_eq!(hashes, compute_block_hash_for_seq(&[1, 2, 3, 4], 4));
+/// ```
+pub fn compute_block_hash_for_seq(tokens: &[u32], block_size: u32) -> Vec<LocalBlockHash> {
+    compute_block_hash_for_seq_with_seed(tokens, block_size, XXH3_SEED)
+}
+
+/// As [`compute_block_hash_for_seq`], with an explicit seed (LoRA and namespace salts).
+pub(crate) fn compute_block_hash_for_seq_with_seed(
+    tokens: &[u32],
+    block_size: u32,
+    seed: u64,
+) -> Vec<LocalBlockHash> {
+    if block_size == 0 {
+        return Vec::new();
+    }
+    let mut scratch = Vec::new();
+    tokens
+        .chunks_exact(block_size as usize)
+        .map(|block| LocalBlockHash(hash_tokens(block, seed, &mut scratch)))
+        .collect()
+}
+
+/// Chains local block hashes into sequence hashes.
+///
+/// ```
+/// use approx_kv_index::{compute_seq_hashes, LocalBlockHash};
+/// let seq = compute_seq_hashes(&[LocalBlockHash(7), LocalBlockHash(9)]);
+/// assert_eq!(seq[0].0, 7); // the first block's sequence hash is its local hash
+/// assert_ne!(seq[1].0, 9);
+/// ```
+pub fn compute_seq_hashes(local: &[LocalBlockHash]) -> Vec<SequenceHash> {
+    let mut out = Vec::with_capacity(local.len());
+    let mut chain = SeqChain::default();
+    out.extend(local.iter().map(|&l| chain.next(l)));
+    out
+}
+
+/// Computes sequence hashes one block at a time, so a walk can stop early without
+/// hashing the rest of the query.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SeqChain {
+    prev: Option<SequenceHash>,
+}
+
+impl SeqChain {
+    /// The sequence hash of the next block, given its local hash.
+    #[inline]
+    pub(crate) fn next(&mut self, local: LocalBlockHash) -> SequenceHash {
+        let seq = match self.prev {
+            None => SequenceHash(local.0),
+            Some(prev) => {
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&prev.0.to_le_bytes());
+                bytes[8..].copy_from_slice(&local.0.to_le_bytes());
+                SequenceHash(xxh3_64_with_seed(&bytes, XXH3_SEED))
+            }
+        };
+        self.prev = Some(seq);
+        seq
+    }
+}
+
+/// xxh3 over the little-endian bytes of `tokens`.
+#[inline]
+fn hash_tokens(tokens: &[u32], seed: u64, scratch: &mut Vec<u8>) -> u64 {
+    #[cfg(target_endian = "little")]
+    {
+        let _ = scratch;
+        // SAFETY: `u32` has no padding and every byte pattern is a valid `u8`; the byte
+        // slice covers exactly the memory of `tokens` (len * 4 bytes, alignment 1 <= 4) and
+        // lives no longer than the borrow of `tokens`. On a little-endian target these are
+        // the little-endian bytes of the tokens.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(tokens.as_ptr().cast::<u8>(), std::mem::size_of_val(tokens))
+        };
+        xxh3_64_with_seed(bytes, seed)
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        scratch.clear();
+        scratch.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+        xxh3_64_with_seed(scratch, seed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_size_zero_yields_nothing() {
+        assert!(compute_block_hash_for_seq(&[1, 2, 3], 0).is_empty());
+    }
+
+    #[test]
+    fn chain_matches_batch() {
+        let local = compute_block_hash_for_seq(&(0..64).collect::<Vec<_>>(), 8);
+        let batch = compute_seq_hashes(&local);
+        let mut chain = SeqChain::default();
+        let stepwise: Vec<_> = local.iter().map(|&l| chain.next(l)).collect();
+        assert_eq!(batch, stepwise);
+    }
+}

@@ -1,0 +1,78 @@
+//! # approx-kv-index
+//!
+//! An **approximate KV-cache index** for LLM routers that call it synchronously from many
+//! threads. When a router sends a prompt to worker `W`, `W` probably holds that prompt's
+//! KV blocks for a while; the index remembers this for a TTL and answers, for a new
+//! prompt, how many *leading* blocks each worker probably holds.
+//!
+//! ```
+//! use std::time::Duration;
+//! use approx_kv_index::ApproxKvIndexer;
+//!
+//! let index = ApproxKvIndexer::new(4, Duration::from_secs(120))?;
+//! let system_prompt: Vec<u32> = (0..8).collect();            // 2 blocks
+//! let mut chat = system_prompt.clone();
+//! chat.extend([100, 101, 102, 103]);                          // + 1 block
+//!
+//! index.process_routing_decision_for_request(&chat, 3);       // routed to worker 3
+//! let found = index.find_matches_for_request(&system_prompt);
+//! assert_eq!(found.scores[&3], 2);                            // both blocks probably cached
+//! # Ok::<(), approx_kv_index::ConfigError>(())
+//! ```
+//!
+//! ## Shape
+//! No actor, no channel, no async runtime. A concurrent hash-map radix tree (nodes keyed
+//! by sequence hash in a sharded [`dashmap`]) is updated directly by the callers; node
+//! payloads (which workers hold the block, until when) are copy-on-write arrays reclaimed
+//! through [`crossbeam_epoch`]. One background thread sweeps expired entries from a timer
+//! wheel in coarse ticks; no call ever waits for it. See `docs/design.md`.
+//!
+//! ## Consistency
+//! - **Linearizable per (block, worker) entry:** recording, refreshing, expiring and
+//!   removing an entry take effect at one instant; a find that starts after a record
+//!   returned sees it (read your writes), on any thread.
+//! - **Exact expiry for reads:** an entry is live while `now < recorded_at + ttl` by the
+//!   index's [`Clock`]; reads check this themselves, so correctness never waits for the
+//!   sweeper, which only reclaims memory (within about `ttl + 2 * tick`).
+//! - **Approximate across blocks:** a find reads blocks one after another without a
+//!   snapshot, so a find racing a record of the same prompt may see a prefix of it, and a
+//!   find racing an expiry may see it on some blocks and not others.
+//! - **`remove_worker`** is linearizable: finds that start after it returns never report
+//!   the worker, until a later record registers it again.
+//! - [`stats`](ApproxKvIndexer::stats) and [`dump_events`](ApproxKvIndexer::dump_events)
+//!   are not snapshots: they read shard after shard while callers run.
+//!
+//! ## Hash compatibility
+//! Block and sequence hashes equal those of `dynamo-kv-router` 1.6.1
+//! ([`compute_block_hash_for_seq`], [`compute_seq_hashes`]), so routers can move over
+//! without re-hashing.
+#![deny(missing_docs)]
+#![warn(rust_2018_idioms)]
+
+mod clock;
+mod config;
+mod error;
+mod events;
+mod expiry;
+mod hash;
+mod id_hasher;
+mod indexer;
+mod scores;
+mod stats;
+mod tree;
+mod workers;
+
+/// Identifies an inference worker.
+pub type WorkerId = u64;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{Builder, DEFAULT_BLOCK_SIZE, DEFAULT_TICK, DEFAULT_TTL};
+pub use error::{ConfigError, RecordError};
+pub use events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
+pub use hash::{
+    compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash, SequenceHash, XXH3_SEED,
+};
+pub use id_hasher::{IdBuildHasher, IdHasher};
+pub use indexer::ApproxKvIndexer;
+pub use scores::OverlapScores;
+pub use stats::IndexStats;

@@ -1,0 +1,35 @@
+//! The answer to a find.
+
+use std::collections::HashMap;
+
+use crate::id_hasher::IdBuildHasher;
+use crate::WorkerId;
+
+/// For each worker that probably holds a prefix of the query, how much of it.
+///
+/// ```
+/// use approx_kv_index::ApproxKvIndexer;
+/// let index = ApproxKvIndexer::new(4, std::time::Duration::from_secs(60)).unwrap();
+/// index.process_routing_decision_for_request(&[1, 2, 3, 4, 5, 6, 7, 8], 3);
+/// let found = index.find_matches_for_request(&[1, 2, 3, 4, 9, 9, 9, 9]);
+/// assert_eq!(found.scores[&3], 1); // the first block matches, the second does not
+/// assert_eq!(found.tree_sizes[&3], 2); // worker 3 holds two blocks in all
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OverlapScores {
+    /// Number of leading blocks of the query that the worker holds. Workers with none are absent.
+    pub scores: HashMap<WorkerId, u32, IdBuildHasher>,
+    /// Blocks held by each worker of `scores`, across the whole index: entries stored and
+    /// not yet reclaimed, so it may count entries that expired less than a sweep ago.
+    pub tree_sizes: HashMap<WorkerId, usize, IdBuildHasher>,
+}
+
+impl OverlapScores {
+    /// The worker with the highest score (the lowest id among equals), if any.
+    pub fn best(&self) -> Option<(WorkerId, u32)> {
+        self.scores
+            .iter()
+            .map(|(&w, &s)| (w, s))
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+    }
+}

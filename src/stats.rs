@@ -1,0 +1,56 @@
+//! Counters describing the index.
+
+/// A snapshot of the index's size, taken without stopping callers (so it is approximate
+/// while they run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IndexStats {
+    /// Stored (block, worker) pairs not yet reclaimed, expired ones included until swept.
+    pub entries: usize,
+    /// Radix-tree nodes (distinct block prefixes) in the map.
+    pub nodes: usize,
+    /// Workers currently registered (recorded and not removed).
+    pub workers: usize,
+    /// Routing decisions recorded since creation.
+    pub records: u64,
+    /// Finds answered since creation.
+    pub finds: u64,
+    /// (block, worker) pairs reclaimed by the sweeper since creation (expired or removed).
+    pub expirations: u64,
+    /// Prompts waiting in the timer wheel (one per recorded decision not yet swept).
+    pub pending_timers: usize,
+}
+
+/// A counter many threads bump without sharing a cache line: each thread adds to one of
+/// a few padded stripes, and reading sums them.
+#[derive(Debug, Default)]
+pub(crate) struct StripedCounter {
+    stripes: [crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>; STRIPES],
+}
+
+const STRIPES: usize = 16;
+
+impl StripedCounter {
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.stripes[stripe_of_this_thread()].fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn sum(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+            .fold(0u64, u64::wrapping_add)
+    }
+}
+
+/// A small per-thread number, handed out round-robin on a thread's first use.
+#[inline]
+fn stripe_of_this_thread() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    STRIPE.with(|s| *s)
+}

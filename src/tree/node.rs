@@ -1,0 +1,283 @@
+//! A tree node's payload: which worker slots hold the block, and until when.
+//!
+//! The holders are an immutable-shape array sorted by slot, published through a
+//! `crossbeam_epoch::Atomic`. Its *expiry* fields are atomics that refreshers raise in
+//! place; its *shape* (which slots are present) changes only by building a new array and
+//! swapping it in, which callers do only while holding the node's map-shard write lock.
+//!
+//! Protocol (see `docs/design.md`, "Epoch protocol"):
+//! - readers (find, dump) copy the array pointer under the shard read lock, drop the lock,
+//!   and read the array under an epoch guard;
+//! - refreshers raise an expiry with `fetch_max` while holding the shard *read* lock, so a
+//!   shape change (write lock) never runs concurrently and can never lose a refresh;
+//! - a shape change copies the current expiries into a new array, publishes it, and
+//!   `defer_destroy`s the old one, which a pinned reader may still be reading.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+
+use crate::workers::Slot;
+use crate::{LocalBlockHash, SequenceHash};
+
+/// One (block, worker) entry: the worker's slot and its expiry in clock nanoseconds.
+#[derive(Debug)]
+pub(crate) struct Holder {
+    pub(crate) slot: Slot,
+    pub(crate) expiry: AtomicU64,
+}
+
+impl Holder {
+    /// Live at `now` when its expiry is strictly later.
+    #[inline]
+    pub(crate) fn live_at(&self, now: u64) -> bool {
+        self.expiry.load(Ordering::Acquire) > now
+    }
+}
+
+/// The epoch-published array of holders (one allocation, length in its header).
+type HolderArray = [MaybeUninit<Holder>];
+
+/// A radix-tree node, stored inline as the value of the node map (keyed by its sequence hash).
+#[derive(Debug)]
+pub(crate) struct Node {
+    /// The parent's sequence hash; meaningless when `depth == 0`.
+    pub(crate) parent: SequenceHash,
+    /// The hash of this block's tokens alone.
+    pub(crate) local: LocalBlockHash,
+    /// Position of the block in its prompt (0 for a first block).
+    pub(crate) depth: u32,
+    holders: Atomic<HolderArray>,
+}
+
+/// Builds a published-ready array from `(slot, expiry)` pairs already sorted by slot.
+fn new_array(pairs: impl ExactSizeIterator<Item = (Slot, u64)>) -> Owned<HolderArray> {
+    let mut array = Owned::<HolderArray>::init(pairs.len());
+    for (cell, (slot, expiry)) in array.iter_mut().zip(pairs) {
+        cell.write(Holder {
+            slot,
+            expiry: AtomicU64::new(expiry),
+        });
+    }
+    array
+}
+
+/// Views a published array as initialised holders.
+#[inline]
+fn as_holders<'g>(array: Shared<'g, HolderArray>) -> &'g [Holder] {
+    if array.is_null() {
+        return &[];
+    }
+    // SAFETY: a non-null pointer in `Node::holders` was made by `new_array`, which writes
+    // every element before the array is published, and `MaybeUninit<Holder>` has the
+    // layout of `Holder`. The array is freed only through `defer_destroy` after it has been
+    // unlinked, so it outlives the guard `'g` that the caller loaded it under.
+    unsafe {
+        let cells: &'g HolderArray = array.deref();
+        std::slice::from_raw_parts(cells.as_ptr().cast::<Holder>(), cells.len())
+    }
+}
+
+/// What [`Node::remove_holder_if`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Removal {
+    /// The slot holds no entry here.
+    Absent,
+    /// The entry exists and the predicate kept it.
+    Kept,
+    /// The entry was removed; other holders remain.
+    Removed,
+    /// The entry was the last one: the node is now empty and must be unlinked.
+    RemovedLast,
+}
+
+impl Node {
+    /// A node held by one slot.
+    pub(crate) fn new(
+        parent: SequenceHash,
+        local: LocalBlockHash,
+        depth: u32,
+        slot: Slot,
+        expiry: u64,
+    ) -> Self {
+        Self {
+            parent,
+            local,
+            depth,
+            holders: Atomic::from(new_array(std::iter::once((slot, expiry)))),
+        }
+    }
+
+    /// The holders, sorted by slot. The caller may drop the map lock afterwards: the
+    /// slice stays valid for `'g`.
+    #[inline]
+    pub(crate) fn holders<'g>(&self, guard: &'g Guard) -> &'g [Holder] {
+        as_holders(self.holders.load(Ordering::Acquire, guard))
+    }
+
+    /// Raises `slot`'s expiry to at least `expiry`. Returns false if the slot is not a
+    /// holder. Call with the shard lock held (read suffices).
+    #[inline]
+    pub(crate) fn refresh(&self, slot: Slot, expiry: u64, guard: &Guard) -> bool {
+        match find(self.holders(guard), slot) {
+            Some(holder) => {
+                holder.expiry.fetch_max(expiry, Ordering::AcqRel);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Adds `slot` as a holder (or refreshes it). Returns true if an entry was added.
+    /// Call with the shard *write* lock held.
+    pub(crate) fn insert_holder(&self, slot: Slot, expiry: u64, guard: &Guard) -> bool {
+        if self.refresh(slot, expiry, guard) {
+            return false;
+        }
+        let old = self.holders.load(Ordering::Acquire, guard);
+        let current = as_holders(old);
+        let at = current.partition_point(|h| h.slot < slot);
+        let pairs = current[..at]
+            .iter()
+            .map(snapshot)
+            .chain(std::iter::once((slot, expiry)))
+            .chain(current[at..].iter().map(snapshot));
+        self.replace(old, new_array(ExactLen(pairs, current.len() + 1)), guard);
+        true
+    }
+
+    /// Removes `slot`'s entry if `remove(expiry)` says so. Call with the shard *write*
+    /// lock held; on [`Removal::RemovedLast`] the caller must unlink the node while still
+    /// holding it (the node's array is already retired).
+    pub(crate) fn remove_holder_if(
+        &self,
+        slot: Slot,
+        remove: impl FnOnce(u64) -> bool,
+        guard: &Guard,
+    ) -> Removal {
+        let old = self.holders.load(Ordering::Acquire, guard);
+        let current = as_holders(old);
+        let Ok(at) = current.binary_search_by_key(&slot, |h| h.slot) else {
+            return Removal::Absent;
+        };
+        if !remove(current[at].expiry.load(Ordering::Acquire)) {
+            return Removal::Kept;
+        }
+        if current.len() == 1 {
+            self.replace(old, Shared::null(), guard);
+            return Removal::RemovedLast;
+        }
+        let pairs = current[..at].iter().chain(&current[at + 1..]).map(snapshot);
+        self.replace(old, new_array(ExactLen(pairs, current.len() - 1)), guard);
+        Removal::Removed
+    }
+
+    /// Publishes `new` in place of `old` and retires `old`. Shard write lock held.
+    fn replace<'g>(
+        &self,
+        old: Shared<'g, HolderArray>,
+        new: impl epoch::Pointer<HolderArray>,
+        guard: &'g Guard,
+    ) {
+        self.holders.store(new, Ordering::Release);
+        if !old.is_null() {
+            // SAFETY: `old` was the published array and has just been replaced under the
+            // shard write lock, so no new reader can load it; readers that loaded it before
+            // are pinned, and `defer_destroy` frees it only after they unpin.
+            unsafe { guard.defer_destroy(old) };
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // SAFETY: dropping a node means it left the map under the shard write lock (after
+        // `replace` retired its array, leaving null) or the whole map is being dropped with
+        // no reader left; either way no other thread can reach this array any more.
+        unsafe {
+            let array = self.holders.load(Ordering::Relaxed, epoch::unprotected());
+            if !array.is_null() {
+                drop(array.into_owned());
+            }
+        }
+    }
+}
+
+#[inline]
+fn snapshot(h: &Holder) -> (Slot, u64) {
+    (h.slot, h.expiry.load(Ordering::Acquire))
+}
+
+/// The holder of `slot` in a slot-sorted array.
+#[inline]
+pub(crate) fn find(holders: &[Holder], slot: Slot) -> Option<&Holder> {
+    if holders.len() <= 8 {
+        return holders.iter().find(|h| h.slot == slot);
+    }
+    holders
+        .binary_search_by_key(&slot, |h| h.slot)
+        .ok()
+        .map(|i| &holders[i])
+}
+
+/// An iterator with a known length (chains of slices lose `ExactSizeIterator`).
+struct ExactLen<I>(I, usize);
+
+impl<I: Iterator> Iterator for ExactLen<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, Some(self.1))
+    }
+}
+
+impl<I: Iterator> ExactSizeIterator for ExactLen<I> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holders_stay_sorted_and_unique() {
+        let guard = epoch::pin();
+        let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 5, 100);
+        for slot in [9, 1, 5, 3, 7] {
+            node.insert_holder(slot, 200, &guard);
+        }
+        let slots: Vec<_> = node.holders(&guard).iter().map(|h| h.slot).collect();
+        assert_eq!(slots, [1, 3, 5, 7, 9]);
+        assert_eq!(node.holders(&guard)[2].expiry.load(Ordering::Relaxed), 200);
+    }
+
+    #[test]
+    fn removal_respects_predicate_and_reports_last() {
+        let guard = epoch::pin();
+        let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 5, 100);
+        node.insert_holder(6, 300, &guard);
+        assert_eq!(node.remove_holder_if(5, |e| e <= 50, &guard), Removal::Kept);
+        assert_eq!(node.remove_holder_if(4, |_| true, &guard), Removal::Absent);
+        assert_eq!(
+            node.remove_holder_if(5, |e| e <= 100, &guard),
+            Removal::Removed
+        );
+        assert_eq!(
+            node.remove_holder_if(6, |_| true, &guard),
+            Removal::RemovedLast
+        );
+        assert!(node.holders(&guard).is_empty());
+    }
+
+    #[test]
+    fn refresh_only_raises() {
+        let guard = epoch::pin();
+        let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 2, 500);
+        assert!(node.refresh(2, 300, &guard));
+        assert_eq!(node.holders(&guard)[0].expiry.load(Ordering::Relaxed), 500);
+        assert!(node.refresh(2, 900, &guard));
+        assert_eq!(node.holders(&guard)[0].expiry.load(Ordering::Relaxed), 900);
+        assert!(!node.refresh(3, 900, &guard));
+    }
+}

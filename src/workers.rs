@@ -1,0 +1,309 @@
+//! The worker registry: each worker id gets a dense *slot*, which is what the tree stores.
+//!
+//! `remove_worker` is O(1): it unmaps the id and marks the slot dead, so every entry
+//! carrying that slot reads as absent at once; the sweeper frees those entries as its walks
+//! meet them. A slot is reused only after its last entry is gone *and* every thread that
+//! could still hold the old slot number (pinned before it died) has unpinned, which the
+//! epoch collector tells us by running a deferred closure.
+
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crossbeam_epoch as epoch;
+use crossbeam_utils::CachePadded;
+use dashmap::DashMap;
+use parking_lot::Mutex;
+
+use crate::id_hasher::IdBuildHasher;
+use crate::WorkerId;
+
+/// A dense index standing for one registration of one worker.
+pub(crate) type Slot = u32;
+
+const ALIVE: u64 = 1;
+const DEAD: u64 = 2;
+const FREE: u64 = 3;
+const STATE_BITS: u64 = 2;
+const STATE_MASK: u64 = (1 << STATE_BITS) - 1;
+
+#[inline]
+fn pack(generation: u64, state: u64) -> u64 {
+    (generation << STATE_BITS) | state
+}
+
+/// One slot's shared state, padded so counters of different workers never share a line.
+#[derive(Debug, Default)]
+struct SlotInfo {
+    /// `generation << 2 | state`; the generation grows each time the slot is freed.
+    state: AtomicU64,
+    /// The worker id this slot stands for while alive.
+    worker: AtomicU64,
+    /// Entries in the tree carrying this slot (may dip below zero for a moment, because a
+    /// recorder adds its count after inserting while the sweeper may already subtract).
+    entries: AtomicI64,
+}
+
+/// First segment length; segment `k` holds `SEGMENT_BASE << k` slots.
+const SEGMENT_BASE: u64 = 64;
+/// Enough segments for every `u32` slot.
+const SEGMENTS: usize = 27;
+
+/// A lock-free, append-only array of slots, grown by whole segments that never move.
+struct SlotTable {
+    segments: [AtomicPtr<CachePadded<SlotInfo>>; SEGMENTS],
+}
+
+#[inline]
+fn locate(slot: Slot) -> (usize, usize) {
+    let q = u64::from(slot) / SEGMENT_BASE + 1;
+    let seg = 63 - q.leading_zeros() as usize;
+    let offset = u64::from(slot) - SEGMENT_BASE * ((1u64 << seg) - 1);
+    (seg, offset as usize)
+}
+
+impl SlotTable {
+    fn new() -> Self {
+        Self {
+            segments: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+        }
+    }
+
+    /// The slot's info, if its segment exists.
+    #[inline]
+    fn get(&self, slot: Slot) -> Option<&SlotInfo> {
+        let (seg, offset) = locate(slot);
+        let base = self.segments[seg].load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null segment pointer was published (Release) by `ensure` from a
+        // boxed slice of exactly `SEGMENT_BASE << seg` elements, which is freed only in
+        // `Drop` (when no `&self` exists), and `offset < SEGMENT_BASE << seg` by `locate`.
+        Some(unsafe { &*base.add(offset) })
+    }
+
+    /// The slot's info, allocating its segment on first use.
+    fn ensure(&self, slot: Slot) -> &SlotInfo {
+        if let Some(info) = self.get(slot) {
+            return info;
+        }
+        let (seg, _) = locate(slot);
+        let len = (SEGMENT_BASE << seg) as usize;
+        let fresh: Box<[CachePadded<SlotInfo>]> = (0..len).map(|_| Default::default()).collect();
+        let fresh = Box::into_raw(fresh).cast::<CachePadded<SlotInfo>>();
+        if let Err(_winner) = self.segments[seg].compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: `fresh` came from `Box::into_raw` of a slice of `len` elements just
+            // above and was never published, so this thread owns it.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
+        }
+        self.get(slot).expect("segment published above")
+    }
+}
+
+impl Drop for SlotTable {
+    fn drop(&mut self) {
+        for (seg, ptr) in self.segments.iter_mut().enumerate() {
+            let base = *ptr.get_mut();
+            if !base.is_null() {
+                let len = (SEGMENT_BASE << seg) as usize;
+                // SAFETY: `&mut self` means no reader remains; the pointer was made by
+                // `Box::into_raw` of a slice of `len` elements in `ensure` and freed only here.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) });
+            }
+        }
+    }
+}
+
+/// Worker ids, their slots, and slot reuse.
+pub(crate) struct Workers {
+    ids: DashMap<WorkerId, Slot, IdBuildHasher>,
+    slots: SlotTable,
+    /// Freed slots, and the next never-used slot. Touched only when a worker is first
+    /// recorded or a slot is recycled, never on the find or refresh paths.
+    free: Mutex<FreeSlots>,
+}
+
+#[derive(Default)]
+struct FreeSlots {
+    recycled: Vec<Slot>,
+    next: u64,
+}
+
+impl Workers {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            ids: DashMap::with_hasher(IdBuildHasher::default()),
+            slots: SlotTable::new(),
+            free: Mutex::new(FreeSlots::default()),
+        })
+    }
+
+    /// The slot of `worker`, registering it if needed. `None` only if all 2^32 slots are
+    /// in use at once.
+    pub(crate) fn resolve(&self, worker: WorkerId) -> Option<Slot> {
+        if let Some(slot) = self.ids.get(&worker) {
+            return Some(*slot);
+        }
+        match self.ids.entry(worker) {
+            dashmap::mapref::entry::Entry::Occupied(o) => Some(*o.get()),
+            dashmap::mapref::entry::Entry::Vacant(v) => {
+                let slot = self.allocate()?;
+                let info = self.slots.ensure(slot);
+                info.worker.store(worker, Ordering::Relaxed);
+                let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
+                info.state.store(pack(generation, ALIVE), Ordering::Release);
+                v.insert(slot);
+                Some(slot)
+            }
+        }
+    }
+
+    fn allocate(&self) -> Option<Slot> {
+        let mut free = self.free.lock();
+        if let Some(slot) = free.recycled.pop() {
+            return Some(slot);
+        }
+        let slot = Slot::try_from(free.next).ok()?;
+        free.next += 1;
+        Some(slot)
+    }
+
+    /// Unregisters `worker`; its entries read as absent from now on. Unknown ids are a no-op.
+    pub(crate) fn remove(self: &Arc<Self>, worker: WorkerId) -> bool {
+        let Some((_, slot)) = self.ids.remove(&worker) else {
+            return false;
+        };
+        let info = self.slots.get(slot).expect("a mapped slot has a segment");
+        let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
+        info.state.store(pack(generation, DEAD), Ordering::SeqCst);
+        if info.entries.load(Ordering::SeqCst) <= 0 {
+            self.schedule_reclaim(slot, generation);
+        }
+        true
+    }
+
+    /// The worker id of `slot` if it is alive (registered and not removed).
+    #[inline]
+    pub(crate) fn alive(&self, slot: Slot) -> Option<WorkerId> {
+        let info = self.slots.get(slot)?;
+        if info.state.load(Ordering::Acquire) & STATE_MASK == ALIVE {
+            Some(info.worker.load(Ordering::Relaxed))
+        } else {
+            None
+        }
+    }
+
+    /// Entries stored for `slot` (clamped at zero).
+    #[inline]
+    pub(crate) fn entries(&self, slot: Slot) -> usize {
+        self.slots
+            .get(slot)
+            .map_or(0, |i| i.entries.load(Ordering::Relaxed).max(0) as usize)
+    }
+
+    /// Adds `delta` to the slot's entry count; recycles a dead slot whose count reaches zero.
+    pub(crate) fn adjust_entries(self: &Arc<Self>, slot: Slot, delta: i64) {
+        if delta == 0 {
+            return;
+        }
+        let Some(info) = self.slots.get(slot) else {
+            return;
+        };
+        let now = info.entries.fetch_add(delta, Ordering::SeqCst) + delta;
+        if now <= 0 {
+            let state = info.state.load(Ordering::SeqCst);
+            if state & STATE_MASK == DEAD {
+                self.schedule_reclaim(slot, state >> STATE_BITS);
+            }
+        }
+    }
+
+    /// Frees `slot` once every thread pinned now has unpinned, if by then it is still the
+    /// same dead registration with no entries left.
+    fn schedule_reclaim(self: &Arc<Self>, slot: Slot, generation: u64) {
+        let me = Arc::clone(self);
+        let guard = epoch::pin();
+        guard.defer(move || me.reclaim(slot, generation));
+        guard.flush();
+    }
+
+    fn reclaim(&self, slot: Slot, generation: u64) {
+        let Some(info) = self.slots.get(slot) else {
+            return;
+        };
+        if info.entries.load(Ordering::SeqCst) > 0 {
+            return; // a late recorder added entries: the sweeper will free them, then retry
+        }
+        if info
+            .state
+            .compare_exchange(
+                pack(generation, DEAD),
+                pack(generation + 1, FREE),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            info.entries.store(0, Ordering::Relaxed);
+            self.free.lock().recycled.push(slot);
+        }
+    }
+
+    /// Registered workers.
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Sum of entries over all slots, including dead ones not yet swept.
+    pub(crate) fn total_entries(&self) -> usize {
+        let next = self.free.lock().next;
+        (0..next)
+            .filter_map(|s| self.slots.get(s as Slot))
+            .map(|i| i.entries.load(Ordering::Relaxed).max(0) as usize)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_covers_segments_without_gaps() {
+        let mut expected = (0usize, 0usize);
+        for slot in 0..10_000u32 {
+            let got = locate(slot);
+            if got.0 != expected.0 {
+                assert_eq!(got, (expected.0 + 1, 0), "slot {slot}");
+            } else {
+                assert_eq!(got, expected, "slot {slot}");
+            }
+            expected = (got.0, got.1 + 1);
+        }
+        assert!(locate(u32::MAX).0 < SEGMENTS);
+    }
+
+    #[test]
+    fn removed_slot_is_recycled_only_after_its_entries_are_gone() {
+        let w = Workers::new();
+        let a = w.resolve(10).unwrap();
+        w.adjust_entries(a, 2);
+        assert!(w.remove(10));
+        assert_eq!(w.alive(a), None);
+        let b = w.resolve(11).unwrap();
+        assert_ne!(a, b, "a slot with entries must not be reused");
+        w.adjust_entries(a, -2);
+        // Drive the epoch collector until the deferred reclaim has run.
+        for _ in 0..1_000 {
+            epoch::pin().flush();
+        }
+        let c = w.resolve(12).unwrap();
+        assert_eq!(c, a, "the emptied dead slot is recycled");
+        assert_eq!(w.alive(c), Some(12));
+    }
+}
