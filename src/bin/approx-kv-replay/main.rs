@@ -1,0 +1,2 @@
+//! Placeholder: the trace replay tool (issue 4) is being written.
+fn main() {}
