@@ -62,6 +62,11 @@ mod stats;
 mod tree;
 mod workers;
 
+/// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// Identifies an inference worker.
 pub type WorkerId = u64;
 

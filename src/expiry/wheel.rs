@@ -43,8 +43,7 @@ impl<T> TimerWheel<T> {
         self.len
     }
 
-    /// Schedules `item` to fire at the first advance whose `now >= deadline_nanos`
-    /// (at the latest one tick after it).
+    /// Schedules `item` to fire at the first advance whose `now >= deadline_nanos`.
     pub(crate) fn schedule(&mut self, deadline_nanos: u64, item: T) {
         let tick = deadline_nanos
             .div_ceil(self.tick_nanos)
@@ -55,23 +54,21 @@ impl<T> TimerWheel<T> {
         self.len += 1;
     }
 
-    /// Moves time to `now_nanos`, handing every due item to `fire`.
+    /// Moves time to `now_nanos`, handing every item due by then to `fire`: those of the
+    /// ticks that ended, and the due ones of the tick in progress, so an advance is exact.
     pub(crate) fn advance(&mut self, now_nanos: u64, mut fire: impl FnMut(T)) {
         let target = now_nanos / self.tick_nanos;
-        if target <= self.current {
-            return;
-        }
-        let span = target - self.current;
-        if span >= self.slots.len() as u64 {
+        let span = target.saturating_sub(self.current);
+        if span >= self.slots.len() as u64 - 1 {
             for slot in 0..self.slots.len() {
                 self.visit(slot, now_nanos, &mut fire);
             }
         } else {
-            for tick in self.current + 1..=target {
+            for tick in self.current + 1..=target + 1 {
                 self.visit(self.slot_of(tick), now_nanos, &mut fire);
             }
         }
-        self.current = target;
+        self.current = self.current.max(target);
     }
 
     #[inline]
@@ -115,13 +112,14 @@ mod tests {
     }
 
     #[test]
-    fn fires_at_or_after_deadline_within_a_tick() {
+    fn fires_exactly_when_due() {
         let mut w = TimerWheel::new(10, 1_000);
         w.schedule(25, 1);
         w.schedule(30, 2);
         assert_eq!(fired(&mut w, 20), Vec::<u32>::new());
-        assert_eq!(fired(&mut w, 29), Vec::<u32>::new()); // tick 2 ends before 25 is due
-        assert_eq!(fired(&mut w, 30), vec![1, 2]);
+        assert_eq!(fired(&mut w, 24), Vec::<u32>::new());
+        assert_eq!(fired(&mut w, 27), vec![1]); // due within the tick in progress
+        assert_eq!(fired(&mut w, 30), vec![2]);
         assert_eq!(w.len(), 0);
     }
 

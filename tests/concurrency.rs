@@ -1,0 +1,158 @@
+//! Many threads at once, and the life of the sweeper thread.
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use approx_kv_index::*;
+use common::{thread_count, tokens};
+
+/// Each thread owns one worker and a private prompt suffix under a shared prefix; after
+/// every record it must see its own whole prompt (read your writes) and never a score
+/// longer than the query; at the end every thread sees every other thread's prompt.
+#[test]
+fn eight_threads_record_and_find_with_results_checked() {
+    const THREADS: u64 = 8;
+    const ROUNDS: u32 = 300;
+    let index = Arc::new(ApproxKvIndexer::new(4, Duration::from_secs(600)).unwrap());
+    let shared = tokens(0, 64); // 16 shared blocks
+    let barrier = Arc::new(Barrier::new(THREADS as usize));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|w| {
+            let (index, shared, barrier) = (index.clone(), shared.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                for round in 0..ROUNDS {
+                    let mut prompt = shared.clone();
+                    let base = 1_000_000 * (w as u32 + 1) + round * 8;
+                    prompt.extend(tokens(base, 8)); // 2 private blocks
+                    index.process_routing_decision_for_request(&prompt, w);
+                    let found = index.find_matches_for_request(&prompt);
+                    assert_eq!(found.scores.get(&w), Some(&18), "read your own write");
+                    assert!(found.scores.values().all(|&s| s <= 18));
+                    // Others may hold the shared prefix only.
+                    for (&other, &s) in &found.scores {
+                        if other != w {
+                            assert_eq!(s, 16, "worker {other} cannot hold {w}'s private blocks");
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let found = index.find_matches_for_request(&shared);
+    assert_eq!(found.scores.len(), THREADS as usize);
+    let stats = index.stats();
+    assert_eq!(stats.entries as u64, THREADS * (16 + 2 * u64::from(ROUNDS)));
+    assert_eq!(stats.nodes as u64, 16 + THREADS * 2 * u64::from(ROUNDS));
+}
+
+/// 16 threads record the very same decision at once: one entry per block, no duplicates.
+#[test]
+fn same_decision_from_sixteen_threads() {
+    let index = Arc::new(ApproxKvIndexer::new(2, Duration::from_secs(600)).unwrap());
+    let barrier = Arc::new(Barrier::new(16));
+    let prompt = tokens(0, 200);
+    thread::scope(|s| {
+        for _ in 0..16 {
+            s.spawn(|| {
+                barrier.wait();
+                for _ in 0..50 {
+                    index.process_routing_decision_for_request(&prompt, 77);
+                }
+            });
+        }
+    });
+    assert_eq!(index.stats().entries, 100);
+    assert_eq!(index.stats().nodes, 100);
+    assert_eq!(index.find_matches_for_request(&prompt).scores[&77], 100);
+    assert_eq!(index.find_matches_for_request(&prompt).tree_sizes[&77], 100);
+}
+
+/// remove_worker racing records and finds of other workers never disturbs them.
+#[test]
+fn removal_races_leave_other_workers_intact() {
+    let index = Arc::new(ApproxKvIndexer::new(4, Duration::from_secs(600)).unwrap());
+    let prompt = tokens(0, 32);
+    index.process_routing_decision_for_request(&prompt, 1);
+    thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..2_000u64 {
+                index.process_routing_decision_for_request(&prompt, 100 + i % 4);
+                index.remove_worker(100 + (i + 2) % 4);
+            }
+        });
+        s.spawn(|| {
+            for _ in 0..2_000 {
+                assert_eq!(index.find_matches_for_request(&prompt).scores[&1], 8);
+            }
+        });
+    });
+    for w in 100..104 {
+        index.remove_worker(w);
+    }
+    let found = index.find_matches_for_request(&prompt);
+    assert_eq!(found.scores.keys().copied().collect::<Vec<_>>(), vec![1]);
+}
+
+/// With the real clock and background sweeper, memory comes back on its own. Real time
+/// is needed here, so the bound is generous (seconds for a 50 ms TTL).
+#[test]
+fn background_sweeper_reclaims_without_being_asked() {
+    let index = ApproxKvIndexer::builder()
+        .block_size(4)
+        .ttl(Duration::from_millis(50))
+        .tick(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    for w in 0..10 {
+        index.process_routing_decision_for_request(&tokens(w * 100, 40), u64::from(w));
+    }
+    assert_eq!(index.stats().entries, 100);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while index.stats().entries > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "sweeper did not reclaim: {:?}",
+            index.stats()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(index.stats().nodes, 0);
+    assert_eq!(index.stats().expirations, 100);
+}
+
+#[test]
+fn dropping_two_hundred_indexers_leaks_no_thread() {
+    let before = thread_count();
+    for _ in 0..200 {
+        let index = ApproxKvIndexer::new(4, Duration::from_secs(1)).unwrap();
+        index.process_routing_decision_for_request(&tokens(0, 8), 1);
+    }
+    // Other tests of this binary may run threads concurrently: allow for them, but 200
+    // leaked sweepers would show.
+    let after = thread_count();
+    assert!(
+        after < before + 50,
+        "threads before {before}, after {after}"
+    );
+}
+
+#[test]
+fn every_call_is_safe_after_shutdown() {
+    let index = ApproxKvIndexer::new(4, Duration::from_secs(60)).unwrap();
+    index.shutdown();
+    index.shutdown();
+    index.process_routing_decision_for_request(&tokens(0, 8), 1);
+    assert_eq!(index.find_matches_for_request(&tokens(0, 8)).scores[&1], 2);
+    index.remove_worker(1);
+    assert!(index.dump_events().is_empty());
+    assert_eq!(index.sweep_expired(), 0);
+    let _ = index.stats();
+    drop(index); // Drop after shutdown joins nothing twice
+}
