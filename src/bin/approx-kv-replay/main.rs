@@ -1,2 +1,191 @@
-//! Placeholder: the trace replay tool (issue 4) is being written.
-fn main() {}
+//! `approx-kv-replay`: replays a Mooncake-style trace against a simulated cluster of LRU
+//! KV caches and reports, per routing policy, the real prefix-hit rate, how far the
+//! approximate index is from an oracle, load balance and the router's cost.
+//!
+//! Run `cargo run --release --bin approx-kv-replay -- --help`; see `docs/replay.md`.
+
+mod args;
+mod cluster;
+mod lru;
+mod policy;
+mod progress;
+mod replay;
+mod report;
+mod rng;
+mod svg;
+mod trace;
+mod workload;
+
+use std::collections::HashSet;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use approx_kv_index::{ApproxKvIndexer, IdBuildHasher};
+
+use args::{Command, Options, Pace};
+use cluster::Speeds;
+use policy::{Balance, Policy};
+
+/// TTL of the capacity-bounded index: long, so that the capacity bound does the work.
+const CAPACITY_TTL: Duration = Duration::from_secs(24 * 3600);
+
+fn main() -> ExitCode {
+    let opts = match args::parse(std::env::args().skip(1)) {
+        Ok(Command::Help) => {
+            print!("{}", args::HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Run(o)) => o,
+        Err(e) => {
+            eprintln!("error: {e}\nrun with --help for the options");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The runs, in the order of the table: baselines, the TTL sweep, capacity, oracle.
+fn policies(o: &Options) -> (Vec<Policy>, bool) {
+    let mut out = vec![Policy::RoundRobin, Policy::Random];
+    out.extend(o.ttls.iter().map(|&ttl| Policy::Approx { ttl }));
+    let capacity = policy::with_capacity(ApproxKvIndexer::builder(), o.cache_blocks).is_some();
+    if capacity {
+        out.push(Policy::ApproxCapacity {
+            ttl: CAPACITY_TTL,
+            blocks: o.cache_blocks,
+        });
+    }
+    out.push(Policy::Oracle);
+    (out, capacity)
+}
+
+fn run(o: &Options) -> Result<(), String> {
+    let started = Instant::now();
+    let trace = trace::read(&o.trace, o.trace_block, o.skip_bad_lines, o.limit)?;
+    if !trace.skipped.is_empty() {
+        eprintln!("warning: skipped {} malformed lines:", trace.skipped.len());
+        for (line, why) in trace.skipped.iter().take(5) {
+            eprintln!("  line {line}: {why}");
+        }
+        if trace.skipped.len() > 5 {
+            eprintln!("  ...");
+        }
+    }
+    let t_hash = Instant::now();
+    let requests = workload::prepare(&trace.requests, o.trace_block, o.block_size);
+    let hash_time = t_hash.elapsed();
+    drop(trace);
+
+    let prompt_blocks: usize = requests.iter().map(|r| r.seq.len()).sum();
+    let distinct: HashSet<u64, IdBuildHasher> = requests
+        .iter()
+        .flat_map(|r| r.seq.iter().map(|s| s.0))
+        .collect();
+    let span = requests.last().map_or(Duration::ZERO, |r| r.at)
+        - requests.first().map_or(Duration::ZERO, |r| r.at);
+    let (policies, capacity) = policies(o);
+    let setup = replay::Setup {
+        requests: &requests,
+        workers: o.workers,
+        cache_blocks: o.cache_blocks,
+        block_size: o.block_size,
+        speeds: Speeds {
+            prefill_tps: o.prefill_tps,
+            decode_tps: o.decode_tps,
+        },
+        balance: Balance {
+            threshold: o.threshold,
+            overlap_weight: o.overlap_weight,
+        },
+        seed: o.seed,
+        pace: o.pace,
+        threads: o.threads,
+    };
+
+    let mut out = String::new();
+    out.push_str(&format!(
+        "trace    {}: {} requests over {:.0} s, {} prompt blocks of {} tokens ({} distinct)\n",
+        o.trace.display(),
+        requests.len(),
+        span.as_secs_f64(),
+        prompt_blocks,
+        o.block_size,
+        distinct.len(),
+    ));
+    out.push_str(&format!(
+        "cluster  {} workers, each an LRU of {} blocks ({} tokens); service = uncached prompt / {} tok/s + output / {} tok/s\n",
+        o.workers,
+        o.cache_blocks,
+        o.cache_blocks as u64 * u64::from(o.block_size),
+        o.prefill_tps,
+        o.decode_tps,
+    ));
+    out.push_str(&format!(
+        "routing  candidates: load <= min load + {}; pick max {} * overlap - load; {} thread(s), {}\n",
+        o.threshold,
+        o.overlap_weight,
+        o.threads,
+        match o.pace {
+            Pace::MaxRate => "as fast as possible".to_string(),
+            Pace::Speedup(x) => format!("approx runs paced at {x}x trace time"),
+        },
+    ));
+    print!("{out}");
+
+    let bar = progress::Bar::new(o.progress, policies.len(), requests.len());
+    let mut results = Vec::with_capacity(policies.len());
+    for (i, p) in policies.iter().enumerate() {
+        results.push(replay::run(&setup, p, &bar, i)?);
+    }
+    bar.finish();
+
+    let retention = report::retention(&mut results);
+    let rows = report::rows(&mut results, o.threads);
+    println!();
+    print!("{}", report::table(&rows));
+    println!();
+    if let Some(line) = retention {
+        println!("{line}");
+    }
+    println!(
+        "hit rate = prompt blocks found in the chosen worker's LRU / prompt blocks; req/s = \
+         find + choose + record only ({} thread(s)); hashing, done once: {:.1} µs/request",
+        o.threads,
+        hash_time.as_secs_f64() * 1e6 / requests.len() as f64,
+    );
+    if !capacity {
+        println!("approx-capacity: not run (this index has no per-worker capacity bound)");
+    }
+    if o.threads > 1 {
+        println!("note: with several threads, requests interleave, so figures vary slightly between runs");
+    }
+    if let Some(path) = &o.plot {
+        let subtitle = format!(
+            "{}: {} requests, {} workers x {} blocks of {} tokens",
+            o.trace.file_name().map_or_else(
+                || o.trace.display().to_string(),
+                |f| f.to_string_lossy().into_owned()
+            ),
+            requests.len(),
+            o.workers,
+            o.cache_blocks,
+            o.block_size
+        );
+        let chart = svg::chart(&rows, &subtitle);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create '{}' for the plot: {e}", dir.display()))?;
+        }
+        std::fs::write(path, chart)
+            .map_err(|e| format!("cannot write the plot '{}': {e}", path.display()))?;
+        println!("plot     {}", path.display());
+    }
+    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}

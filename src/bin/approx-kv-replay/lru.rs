@@ -1,0 +1,144 @@
+//! A fixed-capacity LRU set of block keys: one simulated worker's KV cache.
+
+use std::collections::HashMap;
+
+use approx_kv_index::IdBuildHasher;
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone)]
+struct Slot {
+    key: u64,
+    prev: u32,
+    next: u32,
+    used_ms: u64,
+}
+
+/// An LRU set of at most `capacity` keys, O(1) per operation (a hash map into an
+/// intrusive doubly linked list; the slot of an evicted key is reused in place).
+#[derive(Debug, Clone)]
+pub struct Lru {
+    capacity: usize,
+    map: HashMap<u64, u32, IdBuildHasher>,
+    slots: Vec<Slot>,
+    /// Most recently used.
+    head: u32,
+    /// Least recently used: the next to go.
+    tail: u32,
+}
+
+impl Lru {
+    /// An empty cache of `capacity` keys (at least 1).
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, NONE as usize - 1);
+        Self {
+            capacity,
+            map: HashMap::default(),
+            slots: Vec::new(),
+            head: NONE,
+            tail: NONE,
+        }
+    }
+
+    /// Whether `key` is held (does not count as a use).
+    #[inline]
+    pub fn contains(&self, key: u64) -> bool {
+        self.map.contains_key(&key)
+    }
+
+    /// Uses `key` at `now_ms`: makes it the most recent, inserting it if absent. Returns
+    /// how long the evicted key (if any) had gone unused, in milliseconds.
+    pub fn touch(&mut self, key: u64, now_ms: u64) -> Option<u64> {
+        if let Some(&i) = self.map.get(&key) {
+            self.unlink(i);
+            self.slots[i as usize].used_ms = now_ms;
+            self.push_front(i);
+            return None;
+        }
+        let mut evicted_age = None;
+        let i = if self.slots.len() < self.capacity {
+            self.slots.push(Slot {
+                key,
+                prev: NONE,
+                next: NONE,
+                used_ms: now_ms,
+            });
+            (self.slots.len() - 1) as u32
+        } else {
+            let i = self.tail;
+            self.unlink(i);
+            let slot = &mut self.slots[i as usize];
+            self.map.remove(&slot.key);
+            evicted_age = Some(now_ms.saturating_sub(slot.used_ms));
+            slot.key = key;
+            slot.used_ms = now_ms;
+            i
+        };
+        self.map.insert(key, i);
+        self.push_front(i);
+        evicted_age
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let Slot { prev, next, .. } = self.slots[i as usize];
+        match prev {
+            NONE => self.head = next,
+            p => self.slots[p as usize].next = next,
+        }
+        match next {
+            NONE => self.tail = prev,
+            n => self.slots[n as usize].prev = prev,
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        let old = self.head;
+        {
+            let s = &mut self.slots[i as usize];
+            s.prev = NONE;
+            s.next = old;
+        }
+        match old {
+            NONE => self.tail = i,
+            o => self.slots[o as usize].prev = i,
+        }
+        self.head = i;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_the_least_recently_used() {
+        let mut lru = Lru::new(3);
+        for k in 1..=3 {
+            assert_eq!(lru.touch(k, k * 10), None);
+        }
+        assert_eq!(lru.touch(1, 40), None); // 1 is now the most recent
+        assert_eq!(lru.touch(4, 50), Some(30)); // evicts 2, unused since t=20
+        assert!(!lru.contains(2));
+        assert!(lru.contains(1) && lru.contains(3) && lru.contains(4));
+        assert_eq!(lru.touch(5, 60), Some(30)); // evicts 3
+        assert_eq!(lru.touch(6, 70), Some(30)); // evicts 1
+        assert_eq!((1..=6).filter(|&k| lru.contains(k)).count(), 3);
+    }
+
+    #[test]
+    fn matches_a_naive_model() {
+        let mut lru = Lru::new(5);
+        let mut model: Vec<u64> = Vec::new(); // most recent last
+        let mut rng = crate::rng::SplitMix64::new(3);
+        for t in 0..5000 {
+            let k = rng.below(12) as u64;
+            lru.touch(k, t);
+            model.retain(|&x| x != k);
+            model.push(k);
+            if model.len() > 5 {
+                model.remove(0);
+            }
+            assert!((0..12).all(|x| lru.contains(x) == model.contains(&x)));
+        }
+    }
+}

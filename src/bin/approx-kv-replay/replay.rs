@@ -1,0 +1,261 @@
+//! One run: a policy routes every request of the trace onto a fresh simulated cluster.
+//!
+//! Simulated time is trace time: an index runs on a [`ManualClock`] set to each request's
+//! arrival, without its background sweeper (swept here once per simulated second), so a
+//! run with one thread is deterministic. `--speedup` only paces the wall clock.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use approx_kv_index::{ApproxKvIndexer, ManualClock};
+use parking_lot::Mutex;
+
+use crate::args::Pace;
+use crate::cluster::{Cluster, Speeds};
+use crate::policy::{self, Balance, Policy};
+use crate::progress::{Bar, REDRAW};
+use crate::workload::Request;
+
+/// What a run needs besides its policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup<'a> {
+    /// The requests, in arrival order.
+    pub requests: &'a [Request],
+    /// Simulated workers.
+    pub workers: usize,
+    /// LRU capacity per worker, in blocks.
+    pub cache_blocks: usize,
+    /// Tokens per block.
+    pub block_size: u32,
+    /// Service-time model.
+    pub speeds: Speeds,
+    /// The balance rule.
+    pub balance: Balance,
+    /// Seed of the random policy.
+    pub seed: u64,
+    /// Wall pacing of the runs that use the index.
+    pub pace: Pace,
+    /// Routing threads.
+    pub threads: usize,
+}
+
+/// The outcome of one run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The policy.
+    pub policy: Policy,
+    /// Prompt blocks found in the chosen worker's cache.
+    pub hit_blocks: u64,
+    /// Prompt blocks routed.
+    pub prompt_blocks: u64,
+    /// Requests per worker.
+    pub served: Vec<u64>,
+    /// Duration of each find (ns); empty for policies without an index.
+    pub find_ns: Vec<u64>,
+    /// Duration of each record (ns).
+    pub record_ns: Vec<u64>,
+    /// Sum over requests of find + choose + record (ns).
+    pub route_ns: u64,
+    /// How long evicted blocks had gone unused (ms).
+    pub eviction_ages_ms: Vec<u32>,
+    /// Largest number of (block, worker) entries held by the index (sampled before each
+    /// once-a-second sweep and at the end).
+    pub peak_entries: usize,
+}
+
+/// Per-thread tallies, merged at the end.
+#[derive(Default)]
+struct Tally {
+    hit_blocks: u64,
+    prompt_blocks: u64,
+    find_ns: Vec<u64>,
+    record_ns: Vec<u64>,
+    route_ns: u64,
+}
+
+/// The router of a run.
+enum Router {
+    Index {
+        index: ApproxKvIndexer,
+        clock: Arc<ManualClock>,
+        next_sweep_ms: AtomicU64,
+        peak_entries: AtomicUsize,
+    },
+    Oracle,
+    RoundRobin,
+    Random(u64),
+}
+
+/// Runs `policy`; `run` is its position, for the progress bar.
+pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<RunResult, String> {
+    let router = router(setup, policy)?;
+    let cluster = Mutex::new(Cluster::new(
+        setup.workers,
+        setup.cache_blocks,
+        setup.block_size,
+        setup.speeds,
+    ));
+    let next = AtomicUsize::new(0);
+    bar.done.store(0, Ordering::Relaxed);
+    let start = Instant::now();
+    let name = policy.name();
+    let tallies: Vec<Tally> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..setup.threads)
+            .map(|_| s.spawn(|| route_all(setup, &router, &cluster, &next, bar, start)))
+            .collect();
+        if bar.enabled() {
+            while !handles.iter().all(|h| h.is_finished()) {
+                bar.draw(run, &name, start);
+                std::thread::sleep(REDRAW);
+            }
+            bar.draw(run, &name, start);
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let mut total = Tally::default();
+    for t in tallies {
+        total.hit_blocks += t.hit_blocks;
+        total.prompt_blocks += t.prompt_blocks;
+        total.find_ns.extend(t.find_ns);
+        total.record_ns.extend(t.record_ns);
+        total.route_ns += t.route_ns;
+    }
+    let cluster = cluster.into_inner();
+    let peak_entries = match &router {
+        Router::Index {
+            index,
+            peak_entries,
+            ..
+        } => peak_entries
+            .load(Ordering::Relaxed)
+            .max(index.stats().entries),
+        _ => 0,
+    };
+    Ok(RunResult {
+        policy: policy.clone(),
+        hit_blocks: total.hit_blocks,
+        prompt_blocks: total.prompt_blocks,
+        served: cluster.served().to_vec(),
+        find_ns: total.find_ns,
+        record_ns: total.record_ns,
+        route_ns: total.route_ns,
+        eviction_ages_ms: cluster.eviction_ages_ms,
+        peak_entries,
+    })
+}
+
+fn router(setup: &Setup<'_>, policy: &Policy) -> Result<Router, String> {
+    let index = |ttl: Duration, capacity: Option<usize>| -> Result<Router, String> {
+        let clock = Arc::new(ManualClock::new());
+        let mut b = ApproxKvIndexer::builder()
+            .block_size(setup.block_size)
+            .ttl(ttl)
+            .tick(Duration::from_secs(1))
+            .clock(clock.clone())
+            .background_sweeper(false);
+        if let Some(blocks) = capacity {
+            b = policy::with_capacity(b, blocks)
+                .ok_or("this build of the index has no per-worker capacity")?;
+        }
+        let index = b
+            .build()
+            .map_err(|e| format!("cannot build the index: {e}"))?;
+        Ok(Router::Index {
+            index,
+            clock,
+            next_sweep_ms: AtomicU64::new(1000),
+            peak_entries: AtomicUsize::new(0),
+        })
+    };
+    match policy {
+        Policy::Approx { ttl } => index(*ttl, None),
+        Policy::ApproxCapacity { ttl, blocks } => index(*ttl, Some(*blocks)),
+        Policy::Oracle => Ok(Router::Oracle),
+        Policy::RoundRobin => Ok(Router::RoundRobin),
+        Policy::Random => Ok(Router::Random(setup.seed)),
+    }
+}
+
+/// A routing thread: takes requests in arrival order until none are left.
+fn route_all(
+    setup: &Setup<'_>,
+    router: &Router,
+    cluster: &Mutex<Cluster>,
+    next: &AtomicUsize,
+    bar: &Bar,
+    start: Instant,
+) -> Tally {
+    let mut t = Tally::default();
+    let mut loads = Vec::with_capacity(setup.workers);
+    let origin = setup.requests.first().map_or(Duration::ZERO, |r| r.at);
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(req) = setup.requests.get(i) else {
+            return t;
+        };
+        let now_ms = u64::try_from(req.at.as_millis()).unwrap_or(u64::MAX);
+        let worker = match router {
+            Router::Index {
+                index,
+                clock,
+                next_sweep_ms,
+                peak_entries,
+            } => {
+                if let Pace::Speedup(x) = setup.pace {
+                    let due = start + (req.at - origin).div_f64(x);
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                }
+                clock.set(req.at);
+                let due = next_sweep_ms.load(Ordering::Relaxed);
+                if now_ms >= due
+                    && next_sweep_ms
+                        .compare_exchange(
+                            due,
+                            (now_ms / 1000 + 1) * 1000,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+                {
+                    // Entries held just before a sweep: the memory the TTL costs.
+                    peak_entries.fetch_max(index.stats().entries, Ordering::Relaxed);
+                    index.sweep_expired();
+                }
+                cluster.lock().loads(now_ms, &mut loads);
+                let t0 = Instant::now();
+                let found = index.find_matches(&req.local);
+                let t1 = Instant::now();
+                let overlap = |w: usize| found.scores.get(&(w as u64)).copied().unwrap_or(0);
+                let w = setup.balance.choose(&loads, overlap, i);
+                let t2 = Instant::now();
+                // Equal lengths by construction: the error cannot happen.
+                let _ = index.process_routing_decision(w as u64, &req.local, &req.seq);
+                let t3 = Instant::now();
+                t.find_ns.push((t1 - t0).as_nanos() as u64);
+                t.record_ns.push((t3 - t2).as_nanos() as u64);
+                t.route_ns += (t3 - t0).as_nanos() as u64;
+                w
+            }
+            Router::Oracle => {
+                let mut c = cluster.lock();
+                c.loads(now_ms, &mut loads);
+                let c = &*c;
+                let overlap = |w: usize| c.prefix_hit(w, &req.seq) as u32;
+                setup.balance.choose(&loads, overlap, i)
+            }
+            Router::RoundRobin => i % setup.workers,
+            Router::Random(seed) => policy::random_worker(*seed, i, setup.workers),
+        };
+        let hit = cluster.lock().serve(worker, i, req, now_ms);
+        t.hit_blocks += hit as u64;
+        t.prompt_blocks += req.seq.len() as u64;
+        bar.done.fetch_add(1, Ordering::Relaxed);
+    }
+}

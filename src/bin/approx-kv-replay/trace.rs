@@ -1,0 +1,158 @@
+//! Reading and validating a Mooncake-style JSONL trace.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// Prompts longer than this many tokens are rejected as implausible.
+const MAX_INPUT_TOKENS: u64 = 1 << 24;
+
+/// One request of the trace, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceRequest {
+    /// Arrival time in milliseconds since the trace's origin.
+    pub timestamp_ms: f64,
+    /// Prompt length in tokens (at least 1).
+    pub input_length: u64,
+    /// Generated tokens.
+    pub output_length: u64,
+    /// One id per trace block of the prompt, chained.
+    pub hash_ids: Vec<u64>,
+}
+
+/// A line as written in the file, before validation.
+#[derive(Deserialize)]
+struct Line {
+    timestamp: f64,
+    input_length: u64,
+    output_length: u64,
+    hash_ids: Vec<u64>,
+}
+
+/// A trace read from a file.
+#[derive(Debug)]
+pub struct Trace {
+    /// The valid requests, in file order.
+    pub requests: Vec<TraceRequest>,
+    /// Lines skipped with `--skip-bad-lines`: (1-based line number, reason).
+    pub skipped: Vec<(usize, String)>,
+}
+
+/// Reads `path`. Stops at the first malformed line unless `skip_bad_lines`; stops after
+/// `limit` valid requests if given. Blank lines are ignored.
+pub fn read(
+    path: &Path,
+    trace_block: u32,
+    skip_bad_lines: bool,
+    limit: Option<usize>,
+) -> Result<Trace, String> {
+    let shown = path.display();
+    let file = File::open(path).map_err(|e| format!("cannot open trace '{shown}': {e}"))?;
+    let mut requests = Vec::new();
+    let mut skipped = Vec::new();
+    let mut last_ts = 0.0_f64;
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        if limit.is_some_and(|n| requests.len() >= n) {
+            break;
+        }
+        let number = i + 1;
+        let parsed = line
+            .map_err(|e| format!("cannot read: {e}"))
+            .and_then(|text| {
+                if text.trim().is_empty() {
+                    Ok(None)
+                } else {
+                    parse_line(&text, trace_block, last_ts).map(Some)
+                }
+            });
+        match parsed {
+            Ok(Some(req)) => {
+                last_ts = req.timestamp_ms;
+                requests.push(req);
+            }
+            Ok(None) => {}
+            Err(why) if skip_bad_lines => skipped.push((number, why)),
+            Err(why) => {
+                return Err(format!(
+                    "{shown}:{number}: {why} (use --skip-bad-lines to skip such lines)"
+                ))
+            }
+        }
+    }
+    if requests.is_empty() {
+        let extra = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} malformed lines skipped)", skipped.len())
+        };
+        return Err(format!("trace '{shown}' has no requests{extra}"));
+    }
+    Ok(Trace { requests, skipped })
+}
+
+/// Parses and checks one non-blank line.
+pub fn parse_line(text: &str, trace_block: u32, last_ts: f64) -> Result<TraceRequest, String> {
+    let line: Line = serde_json::from_str(text).map_err(|e| format!("invalid request: {e}"))?;
+    let ts = line.timestamp;
+    if !ts.is_finite() || ts < 0.0 {
+        return Err(format!("timestamp {ts} is not a time >= 0 (ms)"));
+    }
+    if ts < last_ts {
+        return Err(format!(
+            "timestamp {ts} ms is before the previous request's {last_ts} ms \
+             (the trace must be in time order)"
+        ));
+    }
+    let input = line.input_length;
+    if input == 0 {
+        return Err("input_length is 0".into());
+    }
+    if input > MAX_INPUT_TOKENS {
+        return Err(format!("input_length {input} is implausibly large"));
+    }
+    let blocks = line.hash_ids.len() as u64;
+    let tb = u64::from(trace_block);
+    let needed = input.div_ceil(tb);
+    if blocks != needed {
+        return Err(format!(
+            "input_length {input} spans {needed} trace blocks of {tb} tokens \
+             but hash_ids has {blocks}"
+        ));
+    }
+    Ok(TraceRequest {
+        timestamp_ms: ts,
+        input_length: input,
+        output_length: line.output_length,
+        hash_ids: line.hash_ids,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_a_good_line_and_rejects_bad_ones() {
+        let ok = r#"{"timestamp": 5, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}"#;
+        let r = parse_line(ok, 512, 0.0).unwrap();
+        assert_eq!((r.input_length, r.hash_ids.len()), (600, 2));
+        assert!(parse_line(ok, 512, 6.0).unwrap_err().contains("time order"));
+        let short = ok.replace("[1, 2]", "[1]");
+        assert!(parse_line(&short, 512, 0.0)
+            .unwrap_err()
+            .contains("spans 2"));
+        let zero = ok.replace("600", "0");
+        assert!(parse_line(&zero, 512, 0.0).unwrap_err().contains("is 0"));
+        let missing = r#"{"timestamp": 5, "input_length": 600, "output_length": 3}"#;
+        assert!(parse_line(missing, 512, 0.0)
+            .unwrap_err()
+            .contains("hash_ids"));
+        let negative = ok.replace("\"timestamp\": 5", "\"timestamp\": -1");
+        assert!(parse_line(&negative, 512, 0.0)
+            .unwrap_err()
+            .contains(">= 0"));
+        assert!(parse_line("{", 512, 0.0).is_err());
+    }
+}

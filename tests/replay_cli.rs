@@ -1,0 +1,261 @@
+//! Integration tests of the `approx-kv-replay` binary on tiny traces written here.
+//! Nothing is timing-based: hit rates come from a simulated clock.
+#![cfg(feature = "cli")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_approx-kv-replay");
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("approx-kv-replay-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write_trace(dir: &std::path::Path, lines: &[&str]) -> PathBuf {
+    let path = dir.join("trace.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The table line of `policy`.
+fn row<'a>(out: &'a str, policy: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(&format!("{policy} ")))
+        .unwrap_or_else(|| panic!("no row for {policy} in:\n{out}"))
+}
+
+/// A conversation growing by one trace block per turn, one turn a second.
+const CHAT: [&str; 3] = [
+    r#"{"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}"#,
+    r#"{"timestamp": 1000, "input_length": 1536, "output_length": 10, "hash_ids": [1, 2, 3]}"#,
+    r#"{"timestamp": 2000, "input_length": 2048, "output_length": 10, "hash_ids": [1, 2, 3, 4]}"#,
+];
+
+/// Options that make the tiny trace easy to reason about: one index block per trace
+/// block, two workers.
+const SMALL: [&str; 6] = [
+    "--block-size",
+    "512",
+    "--workers",
+    "2",
+    "--no-plot",
+    "--no-progress",
+];
+
+#[test]
+fn hit_rates_on_a_tiny_conversation_are_exact() {
+    let dir = scratch("exact");
+    let trace = write_trace(&dir, &CHAT);
+    let mut args = vec![trace.to_str().unwrap(), "--ttls", "0.5,60"];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    // 9 prompt blocks. Round-robin: turn 3 lands on turn 1's worker, which holds 2.
+    assert!(row(&out, "round-robin").contains("22.2%"), "{out}");
+    // Oracle and a long TTL follow the conversation: 0 + 2 + 3 blocks.
+    assert!(row(&out, "oracle").contains("55.6%"), "{out}");
+    let long = row(&out, "approx ttl=60s");
+    assert!(long.contains("55.6%") && long.contains("1.00x"), "{out}");
+    // A 0.5 s TTL forgets each turn before the next: turn 2 goes to the other worker,
+    // turn 3 back to the first, which still holds turn 1's 2 blocks.
+    let short = row(&out, "approx ttl=0.5s");
+    assert!(short.contains("22.2%") && short.contains("0.40x"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn runs_on_the_bundled_trace_without_arguments() {
+    let o = run(&["--limit", "100", "--no-plot"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("conversation_head2000.jsonl: 100 requests"),
+        "{out}"
+    );
+    for policy in [
+        "round-robin",
+        "random",
+        "approx ttl=60s",
+        "approx ttl=30m",
+        "oracle",
+    ] {
+        row(&out, policy);
+    }
+}
+
+#[test]
+fn writes_the_plot() {
+    let dir = scratch("plot");
+    let trace = write_trace(&dir, &CHAT);
+    let plot = dir.join("sub/hits.svg");
+    let o = run(&[
+        trace.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("oracle") && svg.contains("approx ttl=2m"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn threads_and_pacing_run_to_the_end() {
+    let dir = scratch("threads");
+    let trace = write_trace(&dir, &CHAT);
+    let path = trace.to_str().unwrap();
+    for extra in [["--threads", "3"], ["--speedup", "1000"]] {
+        let mut args = vec![path, "--ttls", "60"];
+        args.extend(SMALL);
+        args.extend(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        row(&stdout(&o), "approx ttl=60s");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_malformed_line_is_named_and_can_be_skipped() {
+    let dir = scratch("malformed");
+    let bad = r#"{"timestamp": 1500, "input_length": 100, "hash_ids": [7]}"#;
+    let trace = write_trace(&dir, &[CHAT[0], CHAT[1], bad, CHAT[2]]);
+    let path = trace.to_str().unwrap();
+    let o = run(&[path, "--no-plot"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("trace.jsonl:3:") && err.contains("output_length"),
+        "{err}"
+    );
+    assert!(err.contains("--skip-bad-lines"), "{err}");
+    assert!(o.stdout.is_empty());
+
+    let o = run(&[path, "--no-plot", "--skip-bad-lines"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipped 1 malformed lines"));
+    assert!(stderr(&o).contains("line 3:"));
+    assert!(stdout(&o).contains(": 3 requests"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn inconsistent_or_unordered_requests_are_rejected() {
+    let dir = scratch("inconsistent");
+    let cases = [
+        (
+            r#"{"timestamp": 5000, "input_length": 2000, "output_length": 1, "hash_ids": [1]}"#,
+            "spans 4 trace blocks",
+        ),
+        (
+            r#"{"timestamp": 500, "input_length": 100, "output_length": 1, "hash_ids": [1]}"#,
+            "before the previous request",
+        ),
+        (
+            r#"{"timestamp": 5000, "input_length": 0, "output_length": 1, "hash_ids": []}"#,
+            "input_length is 0",
+        ),
+        ("not json", "invalid request"),
+    ];
+    for (line, why) in cases {
+        let trace = write_trace(&dir, &[CHAT[0], CHAT[1], line]);
+        let o = run(&[trace.to_str().unwrap(), "--no-plot"]);
+        assert_eq!(o.status.code(), Some(1), "{line}");
+        let err = stderr(&o);
+        assert!(err.contains(":3:") && err.contains(why), "{line}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn missing_and_empty_traces_are_errors() {
+    let dir = scratch("empty");
+    let o = run(&[dir.join("nope.jsonl").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot open trace"), "{}", stderr(&o));
+
+    let trace = write_trace(&dir, &["", "   "]);
+    let o = run(&[trace.to_str().unwrap(), "--no-plot"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("has no requests"), "{}", stderr(&o));
+
+    let trace = write_trace(&dir, &["{}"]);
+    let o = run(&[trace.to_str().unwrap(), "--no-plot", "--skip-bad-lines"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no requests (1 malformed lines skipped)"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn nonsensical_options_are_rejected() {
+    let cases: [(&[&str], &str); 9] = [
+        (&["--workers", "0"], "--workers must be at least 1"),
+        (&["--cache-blocks", "-3"], "--cache-blocks"),
+        (&["--block-size=0"], "--block-size must be at least 1"),
+        (&["--speedup", "0"], "--speedup must be a finite number > 0"),
+        (&["--speedup", "2", "--max-rate"], "exclude each other"),
+        (&["--ttls", "60,abc"], "--ttls"),
+        (&["--threads"], "needs a value"),
+        (&["--frobnicate"], "unknown option '--frobnicate'"),
+        (&["a.jsonl", "b.jsonl"], "one trace only"),
+    ];
+    for (args, why) in cases {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert!(
+            err.contains(why) && err.contains("--help"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn help_lists_the_options() {
+    let o = run(&["--help"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    for opt in [
+        "--speedup",
+        "--max-rate",
+        "--threads",
+        "--plot",
+        "--skip-bad-lines",
+    ] {
+        assert!(out.contains(opt), "{opt}");
+    }
+}
+
+#[test]
+fn the_progress_bar_goes_to_stderr_only_when_asked() {
+    let dir = scratch("progress");
+    let trace = write_trace(&dir, &CHAT);
+    let path = trace.to_str().unwrap();
+    let o = run(&[path, "--no-plot", "--progress"]);
+    assert!(o.status.success());
+    assert!(stderr(&o).contains("\r[1/"), "{}", stderr(&o));
+    assert!(!stdout(&o).contains('\r'));
+    // Not a terminal here: no bar by default.
+    let o = run(&[path, "--no-plot"]);
+    assert!(!stderr(&o).contains('\r'));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
