@@ -1,0 +1,182 @@
+//! The figures of one subject in one round, and the table over rounds.
+
+/// One subject's figures in one round.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Row {
+    /// Hashing one prompt (local + sequence hashes), µs.
+    pub hash_us: f64,
+    /// Routing one prompt on one thread, µs.
+    pub route_us: f64,
+    /// Route throughput, 1 thread and N threads, requests/s.
+    pub route1: f64,
+    pub route_n: f64,
+    /// Record-only throughput (hashing included), 1 and N threads, records/s.
+    pub record1: f64,
+    pub record_n: f64,
+    /// Find-only on the loaded index, hashing included: lookups/s, p50, p99 (µs).
+    pub find_rate: f64,
+    pub find_p50: f64,
+    pub find_p99: f64,
+    /// The same finds with hashing excluded: p50, p99 (µs).
+    pub findx_p50: f64,
+    pub findx_p99: f64,
+    /// Distinct (block, worker) pairs after routing the trace, and heap bytes per pair.
+    pub pairs: usize,
+    pub bytes_per_pair: f64,
+    /// Past the TTL: until finds stop reporting the entries, and until they are freed, ms.
+    pub lag_hidden_ms: f64,
+    pub lag_freed_ms: f64,
+}
+
+enum Target {
+    /// ours / dynamo pool at least this.
+    RatioMin(f64),
+    /// ours / dynamo pool at most this.
+    RatioMax(f64),
+    /// ours at most this.
+    AbsMax(f64),
+    /// ours at least this.
+    AbsMin(f64),
+    None,
+}
+
+/// A figure: its name, how to read it from a row, and its target.
+type Figure = (String, fn(&Row) -> f64, Target);
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn fmt(v: f64) -> String {
+    let a = v.abs();
+    if !v.is_finite() {
+        format!("{v}")
+    } else if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Prints the table: medians over rounds, the median of per-round ratios, the target.
+pub fn print(rounds: &[[Row; 3]], threads: usize) {
+    let n = threads;
+    let figures: Vec<Figure> = vec![
+        (
+            "route, 1 thread (req/s)".into(),
+            |r| r.route1,
+            Target::RatioMin(10.0),
+        ),
+        (
+            format!("route, {n} threads (req/s)"),
+            |r| r.route_n,
+            Target::RatioMin(8.0),
+        ),
+        (
+            "record only, 1 thread (rec/s)".into(),
+            |r| r.record1,
+            Target::RatioMin(20.0),
+        ),
+        (
+            format!("record only, {n} threads (rec/s)"),
+            |r| r.record_n,
+            Target::RatioMin(15.0),
+        ),
+        (
+            "find, hashing incl. (lookups/s)".into(),
+            |r| r.find_rate,
+            Target::RatioMin(2.0),
+        ),
+        (
+            "find, hashing incl., p50 (µs)".into(),
+            |r| r.find_p50,
+            Target::None,
+        ),
+        (
+            "find, hashing incl., p99 (µs)".into(),
+            |r| r.find_p99,
+            Target::RatioMax(0.5),
+        ),
+        (
+            "find, hashing excl., p50 (µs)".into(),
+            |r| r.findx_p50,
+            Target::None,
+        ),
+        (
+            "find, hashing excl., p99 (µs)".into(),
+            |r| r.findx_p99,
+            Target::None,
+        ),
+        (
+            "heap bytes per (block, worker) pair".into(),
+            |r| r.bytes_per_pair,
+            Target::RatioMax(0.45),
+        ),
+        (
+            "(block, worker) pairs stored".into(),
+            |r| r.pairs as f64,
+            Target::None,
+        ),
+        (
+            "expiry: hidden from finds, ms past TTL".into(),
+            |r| r.lag_hidden_ms,
+            Target::AbsMax(20.0),
+        ),
+        (
+            "expiry: memory freed, ms past TTL".into(),
+            |r| r.lag_freed_ms,
+            Target::AbsMax(20.0),
+        ),
+        ("hash one prompt (µs)".into(), |r| r.hash_us, Target::None),
+        (
+            "route cost / hash cost".into(),
+            |r| r.route_us / r.hash_us,
+            Target::AbsMax(3.0),
+        ),
+        (
+            format!("route scaling {n} threads / 1"),
+            |r| r.route_n / r.route1,
+            Target::AbsMin(1.7),
+        ),
+    ];
+    println!();
+    println!("| figure | ours | dynamo pool | ours / pool | target | met | dynamo actor | ours / actor |");
+    println!("|---|---:|---:|---:|---|---|---:|---:|");
+    for (name, get, target) in figures {
+        let med = |k: usize| median(rounds.iter().map(|r| get(&r[k])).collect());
+        let ratio = |k: usize| median(rounds.iter().map(|r| get(&r[0]) / get(&r[k])).collect());
+        let (ours, pool, actor) = (med(0), med(1), med(2));
+        let (vs_pool, vs_actor) = (ratio(1), ratio(2));
+        let (text, met) = match target {
+            Target::RatioMin(x) => (format!("≥ {x}x"), Some(vs_pool >= x)),
+            Target::RatioMax(x) => (format!("≤ {x}x"), Some(vs_pool <= x)),
+            Target::AbsMax(x) => (format!("≤ {x}"), Some(ours <= x)),
+            Target::AbsMin(x) => (format!("≥ {x}"), Some(ours >= x)),
+            Target::None => (String::new(), None),
+        };
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "",
+        };
+        println!(
+            "| {name} | {} | {} | {} | {text} | {met} | {} | {} |",
+            fmt(ours),
+            fmt(pool),
+            fmt(vs_pool),
+            fmt(actor),
+            fmt(vs_actor)
+        );
+    }
+}
