@@ -17,6 +17,7 @@ mod trace;
 mod workload;
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -145,13 +146,13 @@ fn run(o: &Options) -> Result<(), String> {
     }
     bar.finish();
 
-    let retention = report::retention(&mut results);
+    let retention = report::Retention::of(&mut results);
     let rows = report::rows(&mut results, o.threads);
     println!();
     print!("{}", report::table(&rows));
     println!();
-    if let Some(line) = retention {
-        println!("{line}");
+    if let Some(r) = &retention {
+        println!("{}", r.line());
     }
     println!(
         "hit rate = prompt blocks found in the chosen worker's LRU / prompt blocks; req/s = \
@@ -166,26 +167,40 @@ fn run(o: &Options) -> Result<(), String> {
         println!("note: with several threads, requests interleave, so figures vary slightly between runs");
     }
     if let Some(path) = &o.plot {
-        let subtitle = format!(
-            "{}: {} requests, {} workers x {} blocks of {} tokens",
-            o.trace.file_name().map_or_else(
-                || o.trace.display().to_string(),
-                |f| f.to_string_lossy().into_owned()
-            ),
-            requests.len(),
-            o.workers,
-            o.cache_blocks,
-            o.block_size
-        );
-        let chart = svg::chart(&rows, &subtitle);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create '{}' for the plot: {e}", dir.display()))?;
-        }
-        std::fs::write(path, chart)
-            .map_err(|e| format!("cannot write the plot '{}': {e}", path.display()))?;
+        write_plot(path, o, &rows, retention.as_ref(), requests.len())?;
         println!("plot     {}", path.display());
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// Draws the chart into `path`, creating its folder.
+fn write_plot(
+    path: &Path,
+    o: &Options,
+    rows: &[report::Row],
+    retention: Option<&report::Retention>,
+    requests: usize,
+) -> Result<(), String> {
+    let name = o.trace.file_name().map_or_else(
+        || o.trace.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    );
+    let mut subtitle = vec![format!(
+        "{name}: {requests} requests; {} workers, each an LRU of {} blocks of {} tokens",
+        o.workers, o.cache_blocks, o.block_size
+    )];
+    if let Some(r) = retention.filter(|r| r.evictions > 0) {
+        subtitle.push(format!(
+            "oracle's caches: an evicted block had gone unused for {:.0} s (median)",
+            r.unused_s.1
+        ));
+    }
+    let chart = svg::chart(rows, &subtitle);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create '{}' for the plot: {e}", dir.display()))?;
+    }
+    std::fs::write(path, chart)
+        .map_err(|e| format!("cannot write the plot '{}': {e}", path.display()))
 }

@@ -117,20 +117,40 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-/// A line on how long the oracle's caches really kept blocks, to read TTLs against.
-pub fn retention(results: &mut [RunResult]) -> Option<String> {
-    let r = results.iter_mut().find(|r| r.policy == Policy::Oracle)?;
-    let ages = &mut r.eviction_ages_ms;
-    if ages.is_empty() {
-        return Some("cache retention (oracle): no block was ever evicted".into());
+/// How long the oracle's caches really kept blocks, to read TTLs against.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Evictions seen.
+    pub evictions: usize,
+    /// p10, p50 and p90 of the time an evicted block had gone unused, in seconds.
+    pub unused_s: (f64, f64, f64),
+}
+
+impl Retention {
+    /// From the oracle's run, if there was one.
+    pub fn of(results: &mut [RunResult]) -> Option<Self> {
+        let r = results.iter_mut().find(|r| r.policy == Policy::Oracle)?;
+        let ages = &mut r.eviction_ages_ms;
+        let evictions = ages.len();
+        let mut q = |p| quantile(ages, p).map_or(0.0, |ms| f64::from(ms) / 1000.0);
+        let unused_s = (q(0.1), q(0.5), q(0.9));
+        Some(Self {
+            evictions,
+            unused_s,
+        })
     }
-    let n = ages.len();
-    let mut q = |p| quantile(ages, p).map_or(0.0, |ms| f64::from(ms) / 1000.0);
-    let (p10, p50, p90) = (q(0.1), q(0.5), q(0.9));
-    Some(format!(
-        "cache retention (oracle): a block goes unused for {p50:.0} s (median; p10 {p10:.0} s, \
-         p90 {p90:.0} s) before its LRU evicts it ({n} evictions)"
-    ))
+
+    /// A one-line summary.
+    pub fn line(&self) -> String {
+        let (p10, p50, p90) = self.unused_s;
+        match self.evictions {
+            0 => "cache retention (oracle): no block was ever evicted".into(),
+            n => format!(
+                "cache retention (oracle): an evicted block had gone unused for {p50:.0} s \
+                 (median; p10 {p10:.0} s, p90 {p90:.0} s; {n} evictions)"
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

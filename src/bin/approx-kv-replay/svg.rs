@@ -9,9 +9,9 @@ const BAR: f64 = 46.0;
 const GAP: f64 = 18.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 190.0;
-const TOP: f64 = 70.0;
+const TOP: f64 = 84.0;
 const PLOT_H: f64 = 300.0;
-const BOTTOM: f64 = 110.0;
+const BOTTOM: f64 = 100.0;
 
 /// Bar colour and legend label of a policy's family.
 fn family(p: &Policy) -> (&'static str, &'static str) {
@@ -32,8 +32,8 @@ pub fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The chart: one bar per run, in order; `subtitle` describes the trace and cluster.
-pub fn chart(rows: &[Row], subtitle: &str) -> String {
+/// The chart: one bar per run, in order; `subtitle` lines describe the trace and cluster.
+pub fn chart(rows: &[Row], subtitle: &[String]) -> String {
     let n = rows.len().max(1) as f64;
     let width = LEFT + n * (BAR + GAP) + GAP + RIGHT;
     let height = TOP + PLOT_H + BOTTOM;
@@ -52,11 +52,14 @@ pub fn chart(rows: &[Row], subtitle: &str) -> String {
         s,
         r#"<text x="{LEFT}" y="24" font-size="16" font-weight="bold">Real prefix-hit rate per routing policy</text>"#
     );
-    let _ = writeln!(
-        s,
-        r##"<text x="{LEFT}" y="44" fill="#555">{}</text>"##,
-        escape(subtitle)
-    );
+    for (k, line) in subtitle.iter().take(2).enumerate() {
+        let _ = writeln!(
+            s,
+            r##"<text x="{LEFT}" y="{}" fill="#555">{}</text>"##,
+            42 + 16 * k,
+            escape(line)
+        );
+    }
     // Grid and y axis.
     for k in 0..=((y_max * 10.0).round() as usize) {
         let v = k as f64 / 10.0;
@@ -168,7 +171,7 @@ mod tests {
             peak_entries: None,
         };
         let rows = [row(Policy::RoundRobin, 0.1), row(Policy::Oracle, 0.5)];
-        let svg = chart(&rows, "a <b> & c");
+        let svg = chart(&rows, &["a <b> & c".into()]);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert_eq!(svg.matches("<title>").count(), 2);
         assert!(svg.contains("a &lt;b&gt; &amp; c"));
