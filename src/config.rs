@@ -23,6 +23,8 @@ pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 /// | [`tick`](Builder::tick) | 100 ms | how often the sweeper reclaims expired entries (zero is an error) |
 /// | [`clock`](Builder::clock) | [`SystemClock`] | the time source |
 /// | [`background_sweeper`](Builder::background_sweeper) | `true` | run the sweeper thread |
+/// | [`max_blocks_per_worker`](Builder::max_blocks_per_worker) | none | cap on each worker's stored blocks (its KV cache size) |
+/// | [`max_entries`](Builder::max_entries) | none | cap on all stored (block, worker) entries |
 ///
 /// ```
 /// use std::time::Duration;
@@ -43,6 +45,8 @@ pub struct Builder {
     pub(crate) tick: Duration,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) background_sweeper: bool,
+    pub(crate) max_blocks_per_worker: Option<usize>,
+    pub(crate) max_entries: Option<usize>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -52,6 +56,8 @@ impl std::fmt::Debug for Builder {
             .field("ttl", &self.ttl)
             .field("tick", &self.tick)
             .field("background_sweeper", &self.background_sweeper)
+            .field("max_blocks_per_worker", &self.max_blocks_per_worker)
+            .field("max_entries", &self.max_entries)
             .finish_non_exhaustive()
     }
 }
@@ -64,6 +70,8 @@ impl Default for Builder {
             tick: DEFAULT_TICK,
             clock: Arc::new(SystemClock::new()),
             background_sweeper: true,
+            max_blocks_per_worker: None,
+            max_entries: None,
         }
     }
 }
@@ -103,6 +111,40 @@ impl Builder {
         self
     }
 
+    /// Caps each worker at `blocks` stored blocks: set it to the worker's KV cache size in
+    /// blocks and the index mirrors the engine's LRU instead of guessing with a TTL. Over
+    /// the cap, the worker's least recently recorded decisions are evicted, deepest blocks
+    /// first, so a surviving block never loses its prefix.
+    ///
+    /// **Capacity-only mode** is this with [`ttl`](Self::ttl)`(Duration::MAX)` (a TTL of
+    /// about 146 years or more is treated as "never", and no timers are kept):
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use approx_kv_index::ApproxKvIndexer;
+    /// let index = ApproxKvIndexer::builder()
+    ///     .block_size(1)
+    ///     .ttl(Duration::MAX)
+    ///     .max_blocks_per_worker(4)
+    ///     .build()?;
+    /// index.process_routing_decision_for_request(&[1, 2, 3], 0);
+    /// index.process_routing_decision_for_request(&[7, 8], 0); // 5 blocks: over the cap
+    /// assert_eq!(index.find_matches_for_request(&[1, 2, 3]).scores[&0], 2); // deepest went first
+    /// assert_eq!(index.stats().entries, 4);
+    /// # Ok::<(), approx_kv_index::ConfigError>(())
+    /// ```
+    pub fn max_blocks_per_worker(mut self, blocks: usize) -> Self {
+        self.max_blocks_per_worker = Some(blocks);
+        self
+    }
+
+    /// Caps all stored (block, worker) entries together. Over the cap, workers give up their
+    /// least recently recorded decisions in turn (round-robin), deepest blocks first.
+    pub fn max_entries(mut self, entries: usize) -> Self {
+        self.max_entries = Some(entries);
+        self
+    }
+
     /// Validates the settings and starts the index.
     pub fn build(self) -> Result<ApproxKvIndexer, ConfigError> {
         if self.block_size == 0 {
@@ -113,6 +155,9 @@ impl Builder {
         }
         if self.ttl.is_zero() {
             return Err(ConfigError::ZeroTtl);
+        }
+        if self.max_blocks_per_worker == Some(0) || self.max_entries == Some(0) {
+            return Err(ConfigError::ZeroCapacity);
         }
         Ok(ApproxKvIndexer::from_builder(self))
     }

@@ -12,6 +12,8 @@ pub enum ConfigError {
     ZeroTick,
     /// `ttl` was zero: every entry would expire as it is recorded.
     ZeroTtl,
+    /// A capacity (`max_blocks_per_worker` or `max_entries`) was zero.
+    ZeroCapacity,
 }
 
 impl fmt::Display for ConfigError {
@@ -20,6 +22,7 @@ impl fmt::Display for ConfigError {
             ConfigError::ZeroBlockSize => "block_size must be at least 1 token",
             ConfigError::ZeroTick => "tick must be longer than zero",
             ConfigError::ZeroTtl => "ttl must be longer than zero",
+            ConfigError::ZeroCapacity => "a capacity must be at least one block",
         })
     }
 }

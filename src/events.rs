@@ -21,6 +21,17 @@ pub struct RouterEvent {
 pub enum KvCacheEventData {
     /// Blocks were stored, each chained to the one before it, the first to `parent_hash`.
     Stored(KvCacheStoreData),
+    /// Blocks were evicted from the worker's cache.
+    Removed(KvCacheRemoveData),
+    /// The worker's whole cache was cleared.
+    Cleared,
+}
+
+/// Blocks evicted from a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvCacheRemoveData {
+    /// The sequence hashes of the evicted blocks.
+    pub block_hashes: Vec<SequenceHash>,
 }
 
 /// Blocks stored on a worker.
@@ -39,6 +50,7 @@ pub struct KvCacheStoredBlockData {
     pub block_hash: SequenceHash,
     /// The hash of the block's tokens alone.
     pub tokens_hash: LocalBlockHash,
-    /// How long the entry had left to live when dumped (Dynamo's dump drops this).
-    pub expires_in: Duration,
+    /// How long the entry had left to live when dumped (Dynamo's dump drops this);
+    /// `None` for a block stored by an exact KV event, which lives until removed.
+    pub expires_in: Option<Duration>,
 }

@@ -1,63 +1,183 @@
-//! [`ApproxKvIndexer`]: the public face. It wires the tree, the worker registry and the
-//! expiry together; every method runs on the caller's thread.
+//! [`ApproxKvIndexer`]: the public face. It wires the tree, the worker registry, the caps
+//! and the expiry together; every method runs on the caller's thread.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_epoch as epoch;
 
+use crate::capacity::{self, Caps, GlobalEviction};
 use crate::clock::{nanos, Clock};
 use crate::config::Builder;
 use crate::error::RecordError;
-use crate::events::RouterEvent;
+use crate::events::{KvCacheEventData, RouterEvent};
 use crate::expiry::sweeper::Sweeper;
 use crate::expiry::{Expiry, Timer};
 use crate::hash::{compute_block_hash_for_seq, compute_seq_hashes};
 use crate::scores::OverlapScores;
 use crate::stats::{IndexStats, StripedCounter};
+use crate::tree::claim::MAX_EXPIRY;
 use crate::tree::Tree;
-use crate::workers::Workers;
+use crate::workers::{Slot, Workers};
 use crate::{LocalBlockHash, SequenceHash, WorkerId};
 
-/// Expiry values are clamped below this, so `u64::MAX` stays free as a sentinel-free
-/// "never" and `expiry > now` cannot overflow.
-const MAX_EXPIRY: u64 = u64::MAX - 1;
+/// TTLs at or beyond this (about 146 years) mean "never": no timers are kept.
+const NEVER: u64 = 1 << 62;
 
 /// State shared by the callers and the sweeper thread.
 struct Inner {
     block_size: u32,
     ttl_nanos: u64,
+    /// False when the TTL means "never": decisions then push no timer.
+    timers: bool,
+    caps: Caps,
     clock: Arc<dyn Clock>,
     tree: Tree,
     workers: Arc<Workers>,
     expiry: Expiry,
+    global_eviction: GlobalEviction,
     records: StripedCounter,
     finds: StripedCounter,
     expirations: StripedCounter,
+    evictions: StripedCounter,
 }
 
 impl Inner {
+    /// The index's internal time: clock nanoseconds plus one, so it is never 0 and the
+    /// claim values 0 and 1 are never live (see `tree::claim`).
     #[inline]
     fn now(&self) -> u64 {
         nanos(self.clock.now())
+            .saturating_add(1)
+            .min(MAX_EXPIRY - 1)
     }
 
-    /// Reclaims every entry whose timer is due at the clock's current time.
+    fn record(&self, worker: WorkerId, local: &[LocalBlockHash], seq: &[SequenceHash]) {
+        let Some(&leaf) = seq.last() else {
+            return;
+        };
+        self.records.add(1);
+        let guard = epoch::pin();
+        let Some(slot) = self.workers.resolve(worker) else {
+            return; // 2^32 live registrations: nothing sensible to store
+        };
+        let mut expiry = self.now().saturating_add(self.ttl_nanos).min(MAX_EXPIRY);
+        if self.caps.any() {
+            expiry = self.workers.unique_expiry(slot, expiry).min(MAX_EXPIRY);
+        }
+        let added = self.tree.record(slot, local, seq, expiry, &guard);
+        self.workers.adjust_entries(slot, added as i64);
+        if self.timers {
+            self.expiry.schedule(expiry, Timer { leaf, slot });
+        }
+        if self.caps.any() {
+            self.log_and_enforce(slot, expiry, leaf, added, &guard);
+        }
+    }
+
+    /// Logs a decision for eviction and, while over a cap, evicts up to twice as many
+    /// entries as the decision `added`: enough to drain leftovers of races, while
+    /// concurrent recorders cannot strip a worker by all evicting the same excess.
+    fn log_and_enforce(
+        &self,
+        slot: Slot,
+        expiry: u64,
+        leaf: SequenceHash,
+        added: usize,
+        guard: &epoch::Guard,
+    ) {
+        let Some(log) = self.workers.log(slot) else {
+            return;
+        };
+        let stamp = if self.caps.total.is_some() {
+            self.global_eviction.stamp()
+        } else {
+            0
+        };
+        let len = log.push(stamp, expiry, leaf);
+        capacity::compact_if_long(&self.tree, &self.workers, slot, len, guard);
+        let mut evicted = 0;
+        if let Some(cap) = self.caps.per_worker {
+            let quota = 2 * added;
+            evicted += capacity::evict_worker(&self.tree, &self.workers, slot, cap, quota, guard);
+        }
+        if let Some(cap) = self.caps.total {
+            let global = &self.global_eviction;
+            let quota = (2 * added).saturating_sub(evicted);
+            evicted += capacity::evict_total(&self.tree, &self.workers, global, cap, quota, guard);
+        }
+        self.evictions.add(evicted as u64);
+    }
+
+    fn apply_event(&self, event: &RouterEvent) {
+        let guard = epoch::pin();
+        match &event.data {
+            KvCacheEventData::Stored(data) => {
+                let Some(slot) = self.workers.resolve(event.worker_id) else {
+                    return;
+                };
+                self.workers.mark_exact(slot);
+                let blocks = data.blocks.iter().map(|b| (b.tokens_hash, b.block_hash));
+                let added = self
+                    .tree
+                    .store_exact(slot, data.parent_hash, blocks, &guard);
+                self.workers.adjust_entries(slot, added as i64);
+            }
+            KvCacheEventData::Removed(data) => {
+                let Some(slot) = self.workers.lookup(event.worker_id) else {
+                    return; // unknown worker: it holds nothing
+                };
+                let blocks = data.block_hashes.iter().copied();
+                let removed = self.tree.remove_exact(slot, blocks, &guard);
+                self.workers.adjust_entries(slot, -(removed as i64));
+            }
+            KvCacheEventData::Cleared => {
+                self.workers.remove(event.worker_id);
+            }
+        }
+    }
+
+    /// Reclaims what is due at the clock's current time: dead slots to purge, due timers,
+    /// and (with caps) expired decisions in the logs. Returns the entries freed.
     fn sweep(&self) -> usize {
         let now = self.now();
-        let mut removed_total = 0;
+        let mut freed = self.purge_dead();
         self.expiry.take_due(now, |Timer { leaf, slot }| {
             let guard = epoch::pin();
             let alive = self.workers.alive(slot).is_some();
-            let removed = self.tree.sweep_path(leaf, slot, now, alive, &guard);
+            let walked = self.tree.walk(leaf, slot, now, alive, usize::MAX, &guard);
             drop(guard);
-            if removed > 0 {
-                self.workers.adjust_entries(slot, -(removed as i64));
-                removed_total += removed;
+            if walked.removed > 0 {
+                self.workers.adjust_entries(slot, -(walked.removed as i64));
+                freed += walked.removed;
             }
         });
-        self.expirations.add(removed_total as u64);
-        removed_total
+        if self.caps.any() && self.timers {
+            for slot in 0..self.workers.slot_count() {
+                if let Some(log) = self.workers.log(slot) {
+                    log.prune_expired(now);
+                }
+            }
+        }
+        self.expirations.add(freed as u64);
+        freed
+    }
+
+    /// Removes every entry of dead slots that no timer will lead a walk to.
+    fn purge_dead(&self) -> usize {
+        let slots = self.workers.take_purges();
+        if slots.is_empty() {
+            return 0;
+        }
+        let guard = epoch::pin();
+        let removed = self.tree.purge(&slots, &guard);
+        for (&slot, &n) in slots.iter().zip(&removed) {
+            if let Some(log) = self.workers.log(slot) {
+                log.clear();
+            }
+            self.workers.adjust_entries(slot, -(n as i64));
+        }
+        removed.iter().sum()
     }
 }
 
@@ -114,6 +234,7 @@ impl std::fmt::Debug for ApproxKvIndexer {
         f.debug_struct("ApproxKvIndexer")
             .field("block_size", &self.inner.block_size)
             .field("ttl", &Duration::from_nanos(self.inner.ttl_nanos))
+            .field("caps", &self.inner.caps)
             .field("sweeper_running", &self.sweeper.is_running())
             .finish_non_exhaustive()
     }
@@ -138,17 +259,26 @@ impl ApproxKvIndexer {
 
     pub(crate) fn from_builder(b: Builder) -> Self {
         let tick_nanos = nanos(b.tick).max(1);
-        let ttl_nanos = nanos(b.ttl).clamp(1, MAX_EXPIRY);
+        let ttl_nanos = nanos(b.ttl).clamp(1, NEVER);
+        let timers = ttl_nanos < NEVER;
+        let caps = Caps {
+            per_worker: b.max_blocks_per_worker,
+            total: b.max_entries,
+        };
         let inner = Arc::new(Inner {
             block_size: b.block_size,
             ttl_nanos,
+            timers,
+            caps,
             clock: b.clock,
             tree: Tree::new(),
-            workers: Workers::new(),
-            expiry: Expiry::new(tick_nanos, ttl_nanos),
+            workers: Workers::new(caps.total.is_some(), !timers),
+            expiry: Expiry::new(tick_nanos, ttl_nanos.min(NEVER)),
+            global_eviction: GlobalEviction::default(),
             records: StripedCounter::default(),
             finds: StripedCounter::default(),
             expirations: StripedCounter::default(),
+            evictions: StripedCounter::default(),
         });
         let sweeper = if b.background_sweeper {
             let shared = Arc::clone(&inner);
@@ -178,7 +308,7 @@ impl ApproxKvIndexer {
     pub fn process_routing_decision_for_request(&self, tokens: &[u32], worker: WorkerId) {
         let local = compute_block_hash_for_seq(tokens, self.inner.block_size);
         let seq = compute_seq_hashes(&local);
-        self.record(worker, &local, &seq);
+        self.inner.record(worker, &local, &seq);
     }
 
     /// Records a decision from precomputed hashes (as [`compute_block_hash_for_seq`] and
@@ -206,24 +336,40 @@ impl ApproxKvIndexer {
                 seq: seq.len(),
             });
         }
-        self.record(worker, local, seq);
+        self.inner.record(worker, local, seq);
         Ok(())
     }
 
-    fn record(&self, worker: WorkerId, local: &[LocalBlockHash], seq: &[SequenceHash]) {
-        let Some(&leaf) = seq.last() else {
-            return;
-        };
-        let inner = &*self.inner;
-        inner.records.add(1);
-        let guard = epoch::pin();
-        let Some(slot) = inner.workers.resolve(worker) else {
-            return; // 2^32 live registrations: nothing sensible to store
-        };
-        let expiry = inner.now().saturating_add(inner.ttl_nanos).min(MAX_EXPIRY);
-        let added = inner.tree.record(slot, local, seq, expiry, &guard);
-        inner.workers.adjust_entries(slot, added as i64);
-        inner.expiry.schedule(expiry, Timer { leaf, slot });
+    /// Applies an exact KV event from an engine that publishes them, alongside the
+    /// approximate decisions:
+    /// - `Stored` blocks are held exactly (no TTL) until a `Removed` event;
+    /// - `Removed` ends the worker's claims on those blocks, exact *and* approximate (the
+    ///   engine says they are gone);
+    /// - `Cleared` forgets the worker, like [`remove_worker`](Self::remove_worker).
+    ///
+    /// ```
+    /// use approx_kv_index::*;
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 2);
+    /// let seq = compute_seq_hashes(&local);
+    /// let blocks = local.iter().zip(&seq).map(|(&tokens_hash, &block_hash)| {
+    ///     KvCacheStoredBlockData { block_hash, tokens_hash, expires_in: None }
+    /// });
+    /// index.apply_event(&RouterEvent {
+    ///     worker_id: 8,
+    ///     event_id: 1,
+    ///     data: KvCacheEventData::Stored(KvCacheStoreData { parent_hash: None, blocks: blocks.collect() }),
+    /// });
+    /// assert_eq!(index.find_matches(&local).scores[&8], 2);
+    /// index.apply_event(&RouterEvent {
+    ///     worker_id: 8,
+    ///     event_id: 2,
+    ///     data: KvCacheEventData::Removed(KvCacheRemoveData { block_hashes: vec![seq[1]] }),
+    /// });
+    /// assert_eq!(index.find_matches(&local).scores[&8], 1);
+    /// ```
+    pub fn apply_event(&self, event: &RouterEvent) {
+        self.inner.apply_event(event);
     }
 
     /// For each worker, how many leading blocks of `tokens` it probably holds.
@@ -295,6 +441,7 @@ impl ApproxKvIndexer {
             records: inner.records.sum(),
             finds: inner.finds.sum(),
             expirations: inner.expirations.sum(),
+            evictions: inner.evictions.sum(),
             pending_timers: inner.expiry.pending(),
         }
     }

@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms)]
 
+mod capacity;
 mod clock;
 mod config;
 mod error;
@@ -73,7 +74,9 @@ pub type WorkerId = u64;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Builder, DEFAULT_BLOCK_SIZE, DEFAULT_TICK, DEFAULT_TTL};
 pub use error::{ConfigError, RecordError};
-pub use events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
+pub use events::{
+    KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent,
+};
 pub use hash::{
     compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash, SequenceHash, XXH3_SEED,
 };

@@ -17,6 +17,8 @@ pub struct IndexStats {
     pub finds: u64,
     /// (block, worker) pairs reclaimed by the sweeper since creation (expired or removed).
     pub expirations: u64,
+    /// (block, worker) pairs evicted to keep within a cap since creation.
+    pub evictions: u64,
     /// Prompts waiting in the timer wheel (one per recorded decision not yet swept).
     pub pending_timers: usize,
 }

@@ -6,7 +6,7 @@
 //! could still hold the old slot number (pinned before it died) has unpinned, which the
 //! epoch collector tells us by running a deferred closure.
 
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
@@ -14,6 +14,7 @@ use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
+use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
 use crate::WorkerId;
 
@@ -41,6 +42,13 @@ struct SlotInfo {
     /// Entries in the tree carrying this slot (may dip below zero for a moment, because a
     /// recorder adds its count after inserting while the sweeper may already subtract).
     entries: AtomicI64,
+    /// Whether an exact KV event ever stored an entry for this registration: such entries
+    /// have no timer, so a dead slot with them needs a purge.
+    had_exact: AtomicBool,
+    /// Recorded decisions, oldest first, kept only when a cap is configured.
+    log: DecisionLog,
+    /// The latest expiry handed out by [`Workers::unique_expiry`].
+    last_expiry: AtomicU64,
 }
 
 /// First segment length; segment `k` holds `SEGMENT_BASE << k` slots.
@@ -126,6 +134,12 @@ pub(crate) struct Workers {
     /// Freed slots, and the next never-used slot. Touched only when a worker is first
     /// recorded or a slot is recycled, never on the find or refresh paths.
     free: Mutex<FreeSlots>,
+    /// Dead slots with exact entries, waiting for the sweeper's purge.
+    to_purge: Mutex<Vec<Slot>>,
+    /// Entries over all slots, maintained only when a global cap needs it.
+    total: Option<CachePadded<AtomicI64>>,
+    /// Purge every dead slot (when no timer will ever walk its entries).
+    purge_all_dead: bool,
 }
 
 #[derive(Default)]
@@ -135,11 +149,16 @@ struct FreeSlots {
 }
 
 impl Workers {
-    pub(crate) fn new() -> Arc<Self> {
+    /// A registry; `track_total` keeps a running total of entries (for a global cap);
+    /// `purge_all_dead` queues every removed worker for a purge (when timers are off).
+    pub(crate) fn new(track_total: bool, purge_all_dead: bool) -> Arc<Self> {
         Arc::new(Self {
             ids: DashMap::with_hasher(IdBuildHasher::default()),
             slots: SlotTable::new(),
             free: Mutex::new(FreeSlots::default()),
+            to_purge: Mutex::new(Vec::new()),
+            total: track_total.then(Default::default),
+            purge_all_dead,
         })
     }
 
@@ -163,6 +182,12 @@ impl Workers {
         }
     }
 
+    /// The slot of `worker` if it is registered (never registers).
+    #[inline]
+    pub(crate) fn lookup(&self, worker: WorkerId) -> Option<Slot> {
+        self.ids.get(&worker).map(|s| *s)
+    }
+
     fn allocate(&self) -> Option<Slot> {
         let mut free = self.free.lock();
         if let Some(slot) = free.recycled.pop() {
@@ -181,10 +206,66 @@ impl Workers {
         let info = self.slots.get(slot).expect("a mapped slot has a segment");
         let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
         info.state.store(pack(generation, DEAD), Ordering::SeqCst);
+        if self.purge_all_dead || info.had_exact.load(Ordering::SeqCst) {
+            self.to_purge.lock().push(slot);
+        }
         if info.entries.load(Ordering::SeqCst) <= 0 {
             self.schedule_reclaim(slot, generation);
         }
         true
+    }
+
+    /// Notes that an exact KV event stored entries for `slot`.
+    pub(crate) fn mark_exact(&self, slot: Slot) {
+        if let Some(info) = self.slots.get(slot) {
+            if !info.had_exact.swap(true, Ordering::SeqCst)
+                && info.state.load(Ordering::SeqCst) & STATE_MASK == DEAD
+            {
+                // The worker was removed while this event was being applied.
+                self.to_purge.lock().push(slot);
+            }
+        }
+    }
+
+    /// Dead slots with exact entries that the sweeper must purge.
+    pub(crate) fn take_purges(&self) -> Vec<Slot> {
+        std::mem::take(&mut *self.to_purge.lock())
+    }
+
+    /// An expiry of at least `wanted` and later than any handed out before for `slot`, so
+    /// that eviction can tell any two decisions of a worker apart by age even when the
+    /// clock did not move between them (a manual clock, or a burst within a nanosecond).
+    pub(crate) fn unique_expiry(&self, slot: Slot, wanted: u64) -> u64 {
+        let Some(info) = self.slots.get(slot) else {
+            return wanted;
+        };
+        let mut chosen = wanted;
+        let _ = info
+            .last_expiry
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                chosen = wanted.max(last.saturating_add(1));
+                Some(chosen)
+            });
+        chosen
+    }
+
+    /// The decision log of `slot`.
+    #[inline]
+    pub(crate) fn log(&self, slot: Slot) -> Option<&DecisionLog> {
+        self.slots.get(slot).map(|i| &i.log)
+    }
+
+    /// Slots ever handed out (alive, dead or free): the range to visit for per-slot work.
+    pub(crate) fn slot_count(&self) -> Slot {
+        Slot::try_from(self.free.lock().next).unwrap_or(Slot::MAX)
+    }
+
+    /// Entries over all slots, if tracked.
+    #[inline]
+    pub(crate) fn tracked_total(&self) -> Option<usize> {
+        self.total
+            .as_ref()
+            .map(|t| t.load(Ordering::Relaxed).max(0) as usize)
     }
 
     /// The worker id of `slot` if it is alive (registered and not removed).
@@ -214,6 +295,9 @@ impl Workers {
         let Some(info) = self.slots.get(slot) else {
             return;
         };
+        if let Some(total) = &self.total {
+            total.fetch_add(delta, Ordering::Relaxed);
+        }
         let now = info.entries.fetch_add(delta, Ordering::SeqCst) + delta;
         if now <= 0 {
             let state = info.state.load(Ordering::SeqCst);
@@ -250,6 +334,8 @@ impl Workers {
             .is_ok()
         {
             info.entries.store(0, Ordering::Relaxed);
+            info.had_exact.store(false, Ordering::Relaxed);
+            info.log.clear();
             self.free.lock().recycled.push(slot);
         }
     }
@@ -290,7 +376,7 @@ mod tests {
 
     #[test]
     fn removed_slot_is_recycled_only_after_its_entries_are_gone() {
-        let w = Workers::new();
+        let w = Workers::new(false, false);
         let a = w.resolve(10).unwrap();
         w.adjust_entries(a, 2);
         assert!(w.remove(10));

@@ -32,10 +32,11 @@ fn eight_threads_record_and_find_with_results_checked() {
                     let found = index.find_matches_for_request(&prompt);
                     assert_eq!(found.scores.get(&w), Some(&18), "read your own write");
                     assert!(found.scores.values().all(|&s| s <= 18));
-                    // Others may hold the shared prefix only.
+                    // Others hold at most the shared prefix (less while their first
+                    // record is still in progress: a find may see a prefix of it).
                     for (&other, &s) in &found.scores {
                         if other != w {
-                            assert_eq!(s, 16, "worker {other} cannot hold {w}'s private blocks");
+                            assert!(s <= 16, "worker {other} cannot hold {w}'s private blocks");
                         }
                     }
                 }

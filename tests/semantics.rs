@@ -228,7 +228,7 @@ fn dump_covers_every_live_pair_parents_first() {
         } else {
             TTL - Duration::from_secs(4)
         };
-        assert_eq!(block.expires_in, expected_left);
+        assert_eq!(block.expires_in, Some(expected_left));
         assert!(
             pairs.insert((e.worker_id, block.block_hash)),
             "no duplicates"

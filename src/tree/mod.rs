@@ -5,6 +5,7 @@
 //! node's parent is the node keyed by its `parent` hash). A find walks it with one map
 //! probe per block, never holding a shard lock across blocks.
 
+pub(crate) mod claim;
 mod node;
 
 use crossbeam_epoch::Guard;
@@ -19,7 +20,7 @@ use crate::workers::{Slot, Workers};
 use crate::{LocalBlockHash, SequenceHash, WorkerId};
 
 pub(crate) use node::Holder;
-use node::{Node, Removal};
+use node::{Node, Outcome, Settle};
 
 /// Shards of the node map: enough that writers on different prefixes rarely meet.
 const SHARDS: usize = 128;
@@ -38,6 +39,12 @@ impl Tree {
                 SHARDS,
             ),
         }
+    }
+
+    /// `slot`'s claim on the block `seq`, if it holds one.
+    pub(crate) fn claim_of(&self, seq: SequenceHash, slot: Slot, guard: &Guard) -> Option<u64> {
+        let holders = self.nodes.get(&seq.0).map(|n| n.holders(guard))?;
+        node::find(holders, slot).map(Holder::claim)
     }
 
     /// Number of nodes (takes each shard's read lock in turn).
@@ -100,66 +107,185 @@ impl Tree {
         expiry: u64,
         guard: &Guard,
     ) -> usize {
+        let raise = |c| claim::refreshed(c, expiry);
+        self.upsert_chain(
+            slot,
+            None,
+            local.iter().copied().zip(seq.iter().copied()),
+            raise,
+            guard,
+        )
+    }
+
+    /// Marks `slot` as exactly storing each `(local, seq)` block, chained from `parent`.
+    /// Returns the number of entries newly added.
+    pub(crate) fn store_exact(
+        &self,
+        slot: Slot,
+        parent: Option<SequenceHash>,
+        blocks: impl Iterator<Item = (LocalBlockHash, SequenceHash)>,
+        guard: &Guard,
+    ) -> usize {
+        self.upsert_chain(slot, parent, blocks, |c| c | claim::EXACT, guard)
+    }
+
+    /// Applies `update` to `slot`'s claim on each block of a chain, adding missing entries
+    /// and nodes. Returns the number of entries added.
+    fn upsert_chain(
+        &self,
+        slot: Slot,
+        parent: Option<SequenceHash>,
+        blocks: impl Iterator<Item = (LocalBlockHash, SequenceHash)>,
+        update: impl Fn(u64) -> u64 + Copy,
+        guard: &Guard,
+    ) -> usize {
         let mut added = 0;
-        let mut parent = SequenceHash(0);
-        for (depth, (&local, &seq)) in local.iter().zip(seq).enumerate() {
-            // Refresh in place under the shard read lock: one probe, one atomic.
-            let refreshed = self
+        let mut parent = parent;
+        let mut depth = parent.map_or(0, |p| self.depth_below(p));
+        for (local, seq) in blocks {
+            // In place under the shard read lock: one probe, one atomic.
+            let done = self
                 .nodes
                 .get(&seq.0)
-                .is_some_and(|n| n.refresh(slot, expiry, guard));
-            if !refreshed {
+                .is_some_and(|n| n.update_claim(slot, update, guard));
+            if !done {
                 // Shape change under the shard write lock.
                 match self.nodes.entry(seq.0) {
-                    Entry::Occupied(o) => {
-                        added += usize::from(o.get().insert_holder(slot, expiry, guard))
-                    }
+                    Entry::Occupied(o) => added += usize::from(o.get().upsert(slot, update, guard)),
                     Entry::Vacant(v) => {
-                        let depth = u32::try_from(depth).unwrap_or(u32::MAX);
-                        v.insert(Node::new(parent, local, depth, slot, expiry));
+                        let parent_hash = parent.unwrap_or_default();
+                        v.insert(Node::new(parent_hash, local, depth, slot, update(0)));
                         added += 1;
                     }
                 }
             }
-            parent = seq;
+            parent = Some(seq);
+            depth = depth.saturating_add(1);
         }
         added
     }
 
-    /// Walks from `leaf` towards the root removing `slot`'s entries that are expired at
-    /// `now` (or all of them if the slot is dead), and unlinks nodes left empty.
-    ///
-    /// Stops at the first block where the slot's entry is live, absent, or whose node is
-    /// gone: see `docs/design.md` ("Why a walk may stop early") for why everything above
-    /// such a block is covered by another pending walk. Returns the entries removed.
-    pub(crate) fn sweep_path(
+    /// The depth a child of `parent` has: one more than the parent's, or 1 if the parent
+    /// is unknown (a walk then stops at the missing parent).
+    fn depth_below(&self, parent: SequenceHash) -> u32 {
+        self.nodes
+            .get(&parent.0)
+            .map_or(1, |n| n.depth.saturating_add(1))
+    }
+
+    /// Ends `slot`'s claims on the given blocks, as a `Removed` KV event does: the exact
+    /// bit goes, and a pending approximate claim is killed (its timer's walk removes it).
+    /// Returns the number of entries removed now.
+    pub(crate) fn remove_exact(
         &self,
-        leaf: SequenceHash,
         slot: Slot,
-        now: u64,
-        slot_alive: bool,
+        blocks: impl Iterator<Item = SequenceHash>,
         guard: &Guard,
     ) -> usize {
         let mut removed = 0;
+        for seq in blocks {
+            let Entry::Occupied(entry) = self.nodes.entry(seq.0) else {
+                continue;
+            };
+            let outcome = entry.get().settle(
+                slot,
+                |c| {
+                    if claim::approx(c) == 0 {
+                        Settle::Remove
+                    } else {
+                        Settle::Set(claim::KILLED)
+                    }
+                },
+                guard,
+            );
+            removed += self.finish_removal(entry, outcome);
+        }
+        removed
+    }
+
+    /// Walks from `leaf` towards the root ending `slot`'s approximate claims that are at
+    /// or before `threshold` (all of its entries if the slot is dead): an entry with no
+    /// other claim is removed, one that is also exact keeps only its exact bit. Unlinks
+    /// nodes left empty.
+    ///
+    /// Stops at the first block where the slot's claim is later than `threshold`, absent
+    /// or already ended, or whose node is gone: see `docs/design.md` ("One timer per
+    /// decision") for why everything above is covered by another pending walk. Also stops
+    /// once `budget` entries are removed, returning the block to resume from.
+    pub(crate) fn walk(
+        &self,
+        leaf: SequenceHash,
+        slot: Slot,
+        threshold: u64,
+        slot_alive: bool,
+        budget: usize,
+        guard: &Guard,
+    ) -> Walked {
+        let mut removed = 0;
         let mut key = leaf.0;
         loop {
+            if removed >= budget {
+                return Walked {
+                    removed,
+                    resume: Some(SequenceHash(key)),
+                };
+            }
             let Entry::Occupied(entry) = self.nodes.entry(key) else {
                 break;
             };
             let node = entry.get();
             let (parent, depth) = (node.parent, node.depth);
-            match node.remove_holder_if(slot, |expiry| !slot_alive || expiry <= now, guard) {
-                Removal::Absent | Removal::Kept => break,
-                Removal::Removed => removed += 1,
-                Removal::RemovedLast => {
-                    entry.remove();
-                    removed += 1;
-                }
+            let outcome = node.settle(slot, |c| walk_decision(c, threshold, slot_alive), guard);
+            if matches!(outcome, Outcome::Absent | Outcome::Kept) {
+                break;
             }
+            removed += self.finish_removal(entry, outcome);
             if depth == 0 {
                 break;
             }
             key = parent.0;
+        }
+        Walked {
+            removed,
+            resume: None,
+        }
+    }
+
+    /// Unlinks the node if `outcome` emptied it; returns the entries removed (0 or 1).
+    fn finish_removal(
+        &self,
+        entry: dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>,
+        outcome: Outcome,
+    ) -> usize {
+        match outcome {
+            Outcome::Removed => 1,
+            Outcome::RemovedLast => {
+                entry.remove();
+                1
+            }
+            Outcome::Absent | Outcome::Kept | Outcome::Set => 0,
+        }
+    }
+
+    /// Removes every entry of the given (dead) slots, node by node, one shard lock at a
+    /// time. O(nodes): used only for dead slots that had exact entries, which no timer
+    /// leads a walk to. Returns the entries removed per slot, in `slots` order.
+    pub(crate) fn purge(&self, slots: &[Slot], guard: &Guard) -> Vec<usize> {
+        let mut removed = vec![0; slots.len()];
+        let keys: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|n| n.holders(guard).iter().any(|h| slots.contains(&h.slot)))
+            .map(|n| *n.key())
+            .collect();
+        for key in keys {
+            for (i, &slot) in slots.iter().enumerate() {
+                let Entry::Occupied(entry) = self.nodes.entry(key) else {
+                    break;
+                };
+                let outcome = entry.get().settle(slot, |_| Settle::Remove, guard);
+                removed[i] += self.finish_removal(entry, outcome);
+            }
         }
         removed
     }
@@ -170,19 +296,13 @@ impl Tree {
         for node in self.nodes.iter() {
             let seq = *node.key();
             for holder in node.holders(guard) {
-                let expiry = holder.expiry.load(std::sync::atomic::Ordering::Acquire);
-                if expiry <= now {
+                let c = holder.claim();
+                if !claim::live(c, now) {
                     continue;
                 }
                 if let Some(worker) = workers.alive(holder.slot) {
-                    rows.push((
-                        node.depth,
-                        worker,
-                        seq,
-                        node.parent,
-                        node.local,
-                        expiry - now,
-                    ));
+                    let left = (c & claim::EXACT == 0).then(|| claim::approx(c) - now);
+                    rows.push((node.depth, worker, seq, node.parent, node.local, left));
                 }
             }
         }
@@ -198,12 +318,36 @@ impl Tree {
                         blocks: vec![KvCacheStoredBlockData {
                             block_hash: SequenceHash(seq),
                             tokens_hash: local,
-                            expires_in: std::time::Duration::from_nanos(left),
+                            expires_in: left.map(std::time::Duration::from_nanos),
                         }],
                     }),
                 },
             )
             .collect()
+    }
+}
+
+/// The result of [`Tree::walk`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Walked {
+    /// Entries removed.
+    pub(crate) removed: usize,
+    /// Where the walk stopped for lack of budget, if it did.
+    pub(crate) resume: Option<SequenceHash>,
+}
+
+/// What a walk does with an entry whose claim is `c`: see [`Tree::walk`].
+#[inline]
+fn walk_decision(c: u64, threshold: u64, slot_alive: bool) -> Settle {
+    let approx = claim::approx(c);
+    if !slot_alive {
+        Settle::Remove
+    } else if approx == 0 || approx > threshold {
+        Settle::Keep
+    } else if c & claim::EXACT != 0 {
+        Settle::Set(claim::EXACT)
+    } else {
+        Settle::Remove
     }
 }
 

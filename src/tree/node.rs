@@ -18,21 +18,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 
+use super::claim;
 use crate::workers::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
-/// One (block, worker) entry: the worker's slot and its expiry in clock nanoseconds.
+/// One (block, worker) entry: the worker's slot and its [claim](super::claim).
 #[derive(Debug)]
 pub(crate) struct Holder {
     pub(crate) slot: Slot,
-    pub(crate) expiry: AtomicU64,
+    pub(crate) claim: AtomicU64,
 }
 
 impl Holder {
-    /// Live at `now` when its expiry is strictly later.
+    /// Whether the entry reports the block as held at `now`.
     #[inline]
     pub(crate) fn live_at(&self, now: u64) -> bool {
-        self.expiry.load(Ordering::Acquire) > now
+        claim::live(self.claim(), now)
+    }
+
+    /// The current claim.
+    #[inline]
+    pub(crate) fn claim(&self) -> u64 {
+        self.claim.load(Ordering::Acquire)
     }
 }
 
@@ -54,10 +61,10 @@ pub(crate) struct Node {
 /// Builds a published-ready array from `(slot, expiry)` pairs already sorted by slot.
 fn new_array(pairs: impl ExactSizeIterator<Item = (Slot, u64)>) -> Owned<HolderArray> {
     let mut array = Owned::<HolderArray>::init(pairs.len());
-    for (cell, (slot, expiry)) in array.iter_mut().zip(pairs) {
+    for (cell, (slot, claim)) in array.iter_mut().zip(pairs) {
         cell.write(Holder {
             slot,
-            expiry: AtomicU64::new(expiry),
+            claim: AtomicU64::new(claim),
         });
     }
     array
@@ -79,13 +86,26 @@ fn as_holders<'g>(array: Shared<'g, HolderArray>) -> &'g [Holder] {
     }
 }
 
-/// What [`Node::remove_holder_if`] did.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Removal {
+/// What a walk or an event wants done with one entry, given its current claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// Leave it as it is.
+    Keep,
+    /// Replace the claim.
+    Set(u64),
+    /// Remove the entry.
+    Remove,
+}
+
+/// What [`Node::settle`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
     /// The slot holds no entry here.
     Absent,
-    /// The entry exists and the predicate kept it.
+    /// The entry was left as it was.
     Kept,
+    /// The entry's claim was replaced.
+    Set,
     /// The entry was removed; other holders remain.
     Removed,
     /// The entry was the last one: the node is now empty and must be unlinked.
@@ -93,19 +113,19 @@ pub(crate) enum Removal {
 }
 
 impl Node {
-    /// A node held by one slot.
+    /// A node held by one slot with the given claim.
     pub(crate) fn new(
         parent: SequenceHash,
         local: LocalBlockHash,
         depth: u32,
         slot: Slot,
-        expiry: u64,
+        claim: u64,
     ) -> Self {
         Self {
             parent,
             local,
             depth,
-            holders: Atomic::from(new_array(std::iter::once((slot, expiry)))),
+            holders: Atomic::from(new_array(std::iter::once((slot, claim)))),
         }
     }
 
@@ -116,23 +136,31 @@ impl Node {
         as_holders(self.holders.load(Ordering::Acquire, guard))
     }
 
-    /// Raises `slot`'s expiry to at least `expiry`. Returns false if the slot is not a
-    /// holder. Call with the shard lock held (read suffices).
+    /// Applies `update` to `slot`'s claim in place. Returns false if the slot is not a
+    /// holder. Call with the shard lock held (read suffices: only shape changes need the
+    /// write lock, and `update` is applied atomically).
     #[inline]
-    pub(crate) fn refresh(&self, slot: Slot, expiry: u64, guard: &Guard) -> bool {
+    pub(crate) fn update_claim(
+        &self,
+        slot: Slot,
+        update: impl Fn(u64) -> u64,
+        guard: &Guard,
+    ) -> bool {
         match find(self.holders(guard), slot) {
             Some(holder) => {
-                holder.expiry.fetch_max(expiry, Ordering::AcqRel);
+                let _ = holder
+                    .claim
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| Some(update(c)));
                 true
             }
             None => false,
         }
     }
 
-    /// Adds `slot` as a holder (or refreshes it). Returns true if an entry was added.
-    /// Call with the shard *write* lock held.
-    pub(crate) fn insert_holder(&self, slot: Slot, expiry: u64, guard: &Guard) -> bool {
-        if self.refresh(slot, expiry, guard) {
+    /// Applies `update` to `slot`'s claim, adding the slot with claim `update(0)` if it is
+    /// not a holder. Returns true if an entry was added. Call with the shard *write* lock held.
+    pub(crate) fn upsert(&self, slot: Slot, update: impl Fn(u64) -> u64, guard: &Guard) -> bool {
+        if self.update_claim(slot, &update, guard) {
             return false;
         }
         let old = self.holders.load(Ordering::Acquire, guard);
@@ -141,36 +169,43 @@ impl Node {
         let pairs = current[..at]
             .iter()
             .map(snapshot)
-            .chain(std::iter::once((slot, expiry)))
+            .chain(std::iter::once((slot, update(0))))
             .chain(current[at..].iter().map(snapshot));
         self.replace(old, new_array(ExactLen(pairs, current.len() + 1)), guard);
         true
     }
 
-    /// Removes `slot`'s entry if `remove(expiry)` says so. Call with the shard *write*
-    /// lock held; on [`Removal::RemovedLast`] the caller must unlink the node while still
-    /// holding it (the node's array is already retired).
-    pub(crate) fn remove_holder_if(
+    /// Keeps, changes or removes `slot`'s entry as `decide` says given its current claim.
+    /// Call with the shard *write* lock held; on [`Outcome::RemovedLast`] the caller must
+    /// unlink the node while still holding it (the node's array is already retired).
+    pub(crate) fn settle(
         &self,
         slot: Slot,
-        remove: impl FnOnce(u64) -> bool,
+        decide: impl FnOnce(u64) -> Settle,
         guard: &Guard,
-    ) -> Removal {
+    ) -> Outcome {
         let old = self.holders.load(Ordering::Acquire, guard);
         let current = as_holders(old);
         let Ok(at) = current.binary_search_by_key(&slot, |h| h.slot) else {
-            return Removal::Absent;
+            return Outcome::Absent;
         };
-        if !remove(current[at].expiry.load(Ordering::Acquire)) {
-            return Removal::Kept;
+        match decide(current[at].claim()) {
+            Settle::Keep => Outcome::Kept,
+            Settle::Set(claim) => {
+                // No refresher runs concurrently: they need the read lock we exclude.
+                current[at].claim.store(claim, Ordering::Release);
+                Outcome::Set
+            }
+            Settle::Remove if current.len() == 1 => {
+                self.replace(old, Shared::null(), guard);
+                Outcome::RemovedLast
+            }
+            Settle::Remove => {
+                let pairs = current[..at].iter().chain(&current[at + 1..]).map(snapshot);
+                self.replace(old, new_array(ExactLen(pairs, current.len() - 1)), guard);
+                Outcome::Removed
+            }
         }
-        if current.len() == 1 {
-            self.replace(old, Shared::null(), guard);
-            return Removal::RemovedLast;
-        }
-        let pairs = current[..at].iter().chain(&current[at + 1..]).map(snapshot);
-        self.replace(old, new_array(ExactLen(pairs, current.len() - 1)), guard);
-        Removal::Removed
     }
 
     /// Publishes `new` in place of `old` and retires `old`. Shard write lock held.
@@ -206,7 +241,7 @@ impl Drop for Node {
 
 #[inline]
 fn snapshot(h: &Holder) -> (Slot, u64) {
-    (h.slot, h.expiry.load(Ordering::Acquire))
+    (h.slot, h.claim())
 }
 
 /// The holder of `slot` in a slot-sorted array.
@@ -240,44 +275,47 @@ impl<I: Iterator> ExactSizeIterator for ExactLen<I> {}
 mod tests {
     use super::*;
 
+    fn raise(expiry: u64) -> impl Fn(u64) -> u64 {
+        move |c| claim::refreshed(c, expiry)
+    }
+
     #[test]
     fn holders_stay_sorted_and_unique() {
         let guard = epoch::pin();
         let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 5, 100);
         for slot in [9, 1, 5, 3, 7] {
-            node.insert_holder(slot, 200, &guard);
+            node.upsert(slot, raise(200), &guard);
         }
         let slots: Vec<_> = node.holders(&guard).iter().map(|h| h.slot).collect();
         assert_eq!(slots, [1, 3, 5, 7, 9]);
-        assert_eq!(node.holders(&guard)[2].expiry.load(Ordering::Relaxed), 200);
+        assert_eq!(node.holders(&guard)[2].claim(), 200);
     }
 
     #[test]
-    fn removal_respects_predicate_and_reports_last() {
+    fn settle_keeps_sets_and_removes() {
         let guard = epoch::pin();
         let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 5, 100);
-        node.insert_holder(6, 300, &guard);
-        assert_eq!(node.remove_holder_if(5, |e| e <= 50, &guard), Removal::Kept);
-        assert_eq!(node.remove_holder_if(4, |_| true, &guard), Removal::Absent);
+        node.upsert(6, raise(300), &guard);
+        assert_eq!(node.settle(5, |_| Settle::Keep, &guard), Outcome::Kept);
+        assert_eq!(node.settle(4, |_| Settle::Remove, &guard), Outcome::Absent);
+        assert_eq!(node.settle(5, |_| Settle::Set(7), &guard), Outcome::Set);
+        assert_eq!(node.holders(&guard)[0].claim(), 7);
+        assert_eq!(node.settle(5, |_| Settle::Remove, &guard), Outcome::Removed);
         assert_eq!(
-            node.remove_holder_if(5, |e| e <= 100, &guard),
-            Removal::Removed
-        );
-        assert_eq!(
-            node.remove_holder_if(6, |_| true, &guard),
-            Removal::RemovedLast
+            node.settle(6, |_| Settle::Remove, &guard),
+            Outcome::RemovedLast
         );
         assert!(node.holders(&guard).is_empty());
     }
 
     #[test]
-    fn refresh_only_raises() {
+    fn refresh_only_raises_and_keeps_the_exact_bit() {
         let guard = epoch::pin();
-        let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 2, 500);
-        assert!(node.refresh(2, 300, &guard));
-        assert_eq!(node.holders(&guard)[0].expiry.load(Ordering::Relaxed), 500);
-        assert!(node.refresh(2, 900, &guard));
-        assert_eq!(node.holders(&guard)[0].expiry.load(Ordering::Relaxed), 900);
-        assert!(!node.refresh(3, 900, &guard));
+        let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 2, claim::EXACT | 500);
+        assert!(node.update_claim(2, raise(300), &guard));
+        assert_eq!(node.holders(&guard)[0].claim(), claim::EXACT | 500);
+        assert!(node.update_claim(2, raise(900), &guard));
+        assert_eq!(node.holders(&guard)[0].claim(), claim::EXACT | 900);
+        assert!(!node.update_claim(3, raise(900), &guard));
     }
 }

@@ -1,0 +1,192 @@
+//! Bounded memory: per-worker and global caps, evicting least recently recorded
+//! decisions, deepest blocks first.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use approx_kv_index::*;
+use common::tokens;
+
+fn capped(per_worker: Option<usize>, total: Option<usize>, ttl: Duration) -> ApproxKvIndexer {
+    let mut b = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(ttl)
+        .clock(Arc::new(ManualClock::new()))
+        .background_sweeper(false);
+    if let Some(n) = per_worker {
+        b = b.max_blocks_per_worker(n);
+    }
+    if let Some(n) = total {
+        b = b.max_entries(n);
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn per_worker_cap_evicts_least_recently_recorded_deepest_first() {
+    let index = capped(Some(4), None, Duration::MAX);
+    let (a, b) = (tokens(0, 3), tokens(100, 3));
+    index.process_routing_decision_for_request(&a, 1);
+    index.process_routing_decision_for_request(&b, 1);
+    // 6 blocks, cap 4: A is older, so its two deepest blocks go.
+    assert_eq!(index.find_matches_for_request(&a).scores[&1], 1);
+    assert_eq!(index.find_matches_for_request(&b).scores[&1], 3);
+    assert_eq!(index.stats().entries, 4);
+    assert_eq!(index.stats().evictions, 2);
+    // Refreshing B's prefix makes it newer than B's leaf.
+    index.process_routing_decision_for_request(&b[..1], 1);
+    index.process_routing_decision_for_request(&tokens(200, 2), 1); // 2 more blocks
+                                                                    // Over by 2: A's last block (oldest), then B's deepest block.
+    let found_b = index.find_matches_for_request(&b).scores[&1];
+    assert!(!index.find_matches_for_request(&a).scores.contains_key(&1));
+    assert_eq!(found_b, 2);
+    assert_eq!(index.stats().entries, 4);
+}
+
+#[test]
+fn refreshed_prompts_survive_eviction() {
+    let index = capped(Some(6), None, Duration::MAX);
+    let hot = tokens(0, 3);
+    for i in 0..100u32 {
+        index.process_routing_decision_for_request(&hot, 9);
+        index.process_routing_decision_for_request(&tokens(1_000 + i * 10, 3), 9);
+        assert_eq!(
+            index.find_matches_for_request(&hot).scores[&9],
+            3,
+            "round {i}"
+        );
+        assert!(index.stats().entries <= 6);
+    }
+}
+
+#[test]
+fn caps_apply_per_worker() {
+    let index = capped(Some(3), None, Duration::from_secs(60));
+    for w in 0..5 {
+        index.process_routing_decision_for_request(&tokens(0, 10), w);
+    }
+    assert_eq!(index.stats().entries, 15);
+    let found = index.find_matches_for_request(&tokens(0, 10));
+    assert!(found.scores.values().all(|&s| s == 3));
+    assert!(found.tree_sizes.values().all(|&s| s == 3));
+}
+
+#[test]
+fn zero_capacity_is_an_error() {
+    let b = ApproxKvIndexer::builder;
+    assert_eq!(
+        b().max_blocks_per_worker(0).build().unwrap_err(),
+        ConfigError::ZeroCapacity
+    );
+    assert_eq!(
+        b().max_entries(0).build().unwrap_err(),
+        ConfigError::ZeroCapacity
+    );
+}
+
+#[test]
+fn capacity_only_mode_keeps_no_timers_and_reclaims_removed_workers() {
+    let index = capped(Some(100), None, Duration::MAX);
+    for i in 0..50 {
+        index.process_routing_decision_for_request(&tokens(i * 10, 5), 1);
+    }
+    assert_eq!(index.stats().pending_timers, 0);
+    assert_eq!(index.stats().entries, 100);
+    index.remove_worker(1);
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 0);
+    assert_eq!(index.stats().nodes, 0);
+}
+
+/// Floods an index capped at N entries with 100 x N unique blocks from 8 threads; a
+/// watcher checks the cap while they run. Documented slack: each in-flight record may
+/// add its prompt's blocks before it evicts, so THREADS * PROMPT. The prompts recorded
+/// last match fully (eviction takes the least recently recorded first). (A thread's own
+/// prompt may legitimately be gone by the time it looks: on 2 cores, 7 other threads can
+/// record past the cap while it is preempted between its record and its find.)
+#[test]
+fn global_cap_holds_under_a_flood_from_many_threads() {
+    const N: usize = 2_000;
+    const THREADS: u64 = 8;
+    const PROMPT: u32 = 10;
+    let index = Arc::new(capped(None, Some(N), Duration::from_secs(3_600)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let worst = Arc::new(AtomicUsize::new(0));
+    let watcher = {
+        let (index, stop, worst) = (index.clone(), stop.clone(), worst.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                worst.fetch_max(index.stats().entries, Ordering::Relaxed);
+            }
+        })
+    };
+    let barrier = Arc::new(Barrier::new(THREADS as usize));
+    let per_thread = (100 * N as u32) / (PROMPT * THREADS as u32);
+    let writers: Vec<_> = (0..THREADS)
+        .map(|w| {
+            let (index, barrier) = (index.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                for i in 0..per_thread {
+                    let prompt = tokens((w as u32 * per_thread + i) * PROMPT + 1_000_000, PROMPT);
+                    index.process_routing_decision_for_request(&prompt, w);
+                    let found = index.find_matches_for_request(&prompt);
+                    assert!(found.scores.values().all(|&s| s <= PROMPT));
+                }
+            })
+        })
+        .collect();
+    for h in writers {
+        h.join().unwrap();
+    }
+    let lasts: Vec<_> = (0..20u32).map(|i| tokens(i * PROMPT, PROMPT)).collect();
+    for (w, prompt) in lasts.iter().enumerate() {
+        index.process_routing_decision_for_request(prompt, w as u64 % THREADS);
+    }
+    stop.store(true, Ordering::Relaxed);
+    watcher.join().unwrap();
+    let slack = THREADS as usize * PROMPT as usize;
+    let stats = index.stats();
+    assert!(stats.entries <= N, "after the flood: {stats:?}");
+    assert!(
+        worst.load(Ordering::Relaxed) <= N + slack,
+        "worst {}",
+        worst.load(Ordering::Relaxed)
+    );
+    assert!(stats.evictions as usize >= 99 * N);
+    for (w, last) in lasts.iter().enumerate() {
+        let found = index.find_matches_for_request(last);
+        assert_eq!(found.scores.get(&(w as u64 % THREADS)), Some(&PROMPT));
+    }
+}
+
+#[test]
+fn global_cap_single_thread_keeps_the_newest() {
+    let index = capped(None, Some(40), Duration::from_secs(3_600));
+    for i in 0..200u32 {
+        let w = u64::from(i % 3);
+        let prompt = tokens(i * 10 + 1_000_000, 10);
+        index.process_routing_decision_for_request(&prompt, w);
+        let found = index.find_matches_for_request(&prompt);
+        assert_eq!(
+            found.scores.get(&w),
+            Some(&10),
+            "prompt {i}: {:?}",
+            index.stats()
+        );
+        assert!(index.stats().entries <= 40);
+        if i >= 3 {
+            let prev = tokens((i - 3) * 10 + 1_000_000, 10);
+            let w = u64::from((i - 3) % 3);
+            assert_eq!(
+                index.find_matches_for_request(&prev).scores.get(&w),
+                Some(&10),
+                "prompt {i}-3"
+            );
+        }
+    }
+}

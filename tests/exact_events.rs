@@ -1,0 +1,150 @@
+//! Exact KV events alongside approximate routing decisions.
+
+mod common;
+
+use std::time::Duration;
+
+use approx_kv_index::*;
+use common::{manual_index, tokens};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn hashes(t: &[u32]) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
+    let local = compute_block_hash_for_seq(t, 2);
+    let seq = compute_seq_hashes(&local);
+    (local, seq)
+}
+
+fn stored(worker: WorkerId, parent: Option<SequenceHash>, t: &[u32], skip: usize) -> RouterEvent {
+    let (local, seq) = hashes(t);
+    let blocks = local
+        .iter()
+        .zip(&seq)
+        .skip(skip)
+        .map(|(&tokens_hash, &block_hash)| KvCacheStoredBlockData {
+            block_hash,
+            tokens_hash,
+            expires_in: None,
+        });
+    RouterEvent {
+        worker_id: worker,
+        event_id: 0,
+        data: KvCacheEventData::Stored(KvCacheStoreData {
+            parent_hash: parent,
+            blocks: blocks.collect(),
+        }),
+    }
+}
+
+fn removed(worker: WorkerId, blocks: Vec<SequenceHash>) -> RouterEvent {
+    RouterEvent {
+        worker_id: worker,
+        event_id: 0,
+        data: KvCacheEventData::Removed(KvCacheRemoveData {
+            block_hashes: blocks,
+        }),
+    }
+}
+
+#[test]
+fn stored_blocks_have_no_ttl() {
+    let (index, clock) = manual_index(2, TTL);
+    index.apply_event(&stored(1, None, &tokens(0, 6), 0));
+    clock.advance(TTL * 100);
+    index.sweep_expired();
+    assert_eq!(index.find_matches_for_request(&tokens(0, 6)).scores[&1], 3);
+    assert_eq!(index.stats().entries, 3);
+    let dump = index.dump_events();
+    assert!(dump.iter().all(|e| match &e.data {
+        KvCacheEventData::Stored(d) => d.blocks[0].expires_in.is_none(),
+        _ => false,
+    }));
+}
+
+#[test]
+fn stored_chain_continues_an_approximate_prefix() {
+    let (index, _clock) = manual_index(2, TTL);
+    let t = tokens(0, 8);
+    index.process_routing_decision_for_request(&t[..4], 1); // blocks 0,1 approximate
+    let (_, seq) = hashes(&t);
+    index.apply_event(&stored(1, Some(seq[1]), &t, 2)); // blocks 2,3 exact
+    assert_eq!(index.find_matches_for_request(&t).scores[&1], 4);
+}
+
+#[test]
+fn removed_event_ends_both_claims_and_memory_comes_back() {
+    let (index, clock) = manual_index(2, TTL);
+    let t = tokens(0, 6);
+    let (_, seq) = hashes(&t);
+    index.process_routing_decision_for_request(&t, 1); // approximate on 3 blocks
+    index.apply_event(&stored(1, None, &t, 0)); // and exact on the same blocks
+    index.apply_event(&removed(1, vec![seq[2]])); // the engine evicted the last block
+    assert_eq!(index.find_matches_for_request(&t).scores[&1], 2);
+    clock.advance(TTL * 2); // the approximate claims expire; the exact ones stay
+    assert_eq!(index.find_matches_for_request(&t).scores[&1], 2);
+    index.sweep_expired();
+    assert_eq!(
+        index.stats().entries,
+        2,
+        "killed entry reclaimed by its timer's walk"
+    );
+    index.apply_event(&removed(1, vec![seq[0], seq[1]]));
+    assert!(index.find_matches_for_request(&t).scores.is_empty());
+    assert_eq!((index.stats().entries, index.stats().nodes), (0, 0));
+}
+
+#[test]
+fn removed_event_on_an_approximate_entry_only() {
+    let (index, clock) = manual_index(2, TTL);
+    let t = tokens(0, 6);
+    let (_, seq) = hashes(&t);
+    index.process_routing_decision_for_request(&t, 1);
+    index.apply_event(&removed(1, vec![seq[1]]));
+    assert_eq!(index.find_matches_for_request(&t).scores[&1], 1);
+    // A new decision for the same prompt revives the block.
+    index.process_routing_decision_for_request(&t, 1);
+    assert_eq!(index.find_matches_for_request(&t).scores[&1], 3);
+    clock.advance(TTL);
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 0);
+}
+
+#[test]
+fn cleared_forgets_one_worker_including_exact_entries() {
+    let (index, clock) = manual_index(2, TTL);
+    let t = tokens(0, 6);
+    index.apply_event(&stored(1, None, &t, 0));
+    index.apply_event(&stored(2, None, &t, 0));
+    index.process_routing_decision_for_request(&t, 1);
+    index.apply_event(&RouterEvent {
+        worker_id: 1,
+        event_id: 0,
+        data: KvCacheEventData::Cleared,
+    });
+    let found = index.find_matches_for_request(&t);
+    assert_eq!(found.scores.keys().copied().collect::<Vec<_>>(), vec![2]);
+    index.sweep_expired(); // purges the dead slot's exact entries
+    assert_eq!(index.stats().entries, 3);
+    clock.advance(TTL);
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 3, "worker 2's exact entries stay");
+}
+
+#[test]
+fn events_for_unknown_workers_are_harmless() {
+    let (index, _clock) = manual_index(2, TTL);
+    index.apply_event(&removed(42, vec![SequenceHash(1)]));
+    index.apply_event(&RouterEvent {
+        worker_id: 42,
+        event_id: 0,
+        data: KvCacheEventData::Cleared,
+    });
+    index.apply_event(&stored(
+        u64::MAX,
+        Some(SequenceHash(12345)),
+        &tokens(0, 4),
+        0,
+    ));
+    assert_eq!(index.stats().entries, 2);
+    assert_eq!(index.stats().workers, 1);
+}
