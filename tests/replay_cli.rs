@@ -73,6 +73,8 @@ fn hit_rates_on_a_tiny_conversation_are_exact() {
     assert!(row(&out, "oracle").contains("55.6%"), "{out}");
     let long = row(&out, "approx ttl=60s");
     assert!(long.contains("55.6%") && long.contains("1.00x"), "{out}");
+    // Caches far larger than the trace: the capacity-only index forgets nothing either.
+    assert!(row(&out, "approx-capacity").contains("55.6%"), "{out}");
     // A 0.5 s TTL forgets each turn before the next: turn 2 goes to the other worker,
     // turn 3 back to the first, which still holds turn 1's 2 blocks.
     let short = row(&out, "approx ttl=0.5s");

@@ -21,14 +21,15 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, IdBuildHasher};
+use approx_kv_index::IdBuildHasher;
 
 use args::{Command, Options, Pace};
 use cluster::Speeds;
 use policy::{Balance, Policy};
 
-/// TTL of the capacity-bounded index: long, so that the capacity bound does the work.
-const CAPACITY_TTL: Duration = Duration::from_secs(24 * 3600);
+/// TTL of the capacity-bounded index: none (the index treats `Duration::MAX` as never
+/// and keeps no timers), so the capacity bound alone decides what it forgets.
+const CAPACITY_TTL: Duration = Duration::MAX;
 
 fn main() -> ExitCode {
     let opts = match args::parse(std::env::args().skip(1)) {
@@ -52,18 +53,15 @@ fn main() -> ExitCode {
 }
 
 /// The runs, in the order of the table: baselines, the TTL sweep, capacity, oracle.
-fn policies(o: &Options) -> (Vec<Policy>, bool) {
+fn policies(o: &Options) -> Vec<Policy> {
     let mut out = vec![Policy::RoundRobin, Policy::Random];
     out.extend(o.ttls.iter().map(|&ttl| Policy::Approx { ttl }));
-    let capacity = policy::with_capacity(ApproxKvIndexer::builder(), o.cache_blocks).is_some();
-    if capacity {
-        out.push(Policy::ApproxCapacity {
-            ttl: CAPACITY_TTL,
-            blocks: o.cache_blocks,
-        });
-    }
+    out.push(Policy::ApproxCapacity {
+        ttl: CAPACITY_TTL,
+        blocks: o.cache_blocks,
+    });
     out.push(Policy::Oracle);
-    (out, capacity)
+    out
 }
 
 fn run(o: &Options) -> Result<(), String> {
@@ -90,7 +88,7 @@ fn run(o: &Options) -> Result<(), String> {
         .collect();
     let span = requests.last().map_or(Duration::ZERO, |r| r.at)
         - requests.first().map_or(Duration::ZERO, |r| r.at);
-    let (policies, capacity) = policies(o);
+    let policies = policies(o);
     let setup = replay::Setup {
         requests: &requests,
         workers: o.workers,
@@ -160,9 +158,6 @@ fn run(o: &Options) -> Result<(), String> {
         o.threads,
         hash_time.as_secs_f64() * 1e6 / requests.len() as f64,
     );
-    if !capacity {
-        println!("approx-capacity: not run (this index has no per-worker capacity bound)");
-    }
     if o.threads > 1 {
         println!("note: with several threads, requests interleave, so figures vary slightly between runs");
     }

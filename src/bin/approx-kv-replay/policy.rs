@@ -14,9 +14,9 @@ pub enum Policy {
         /// Entry lifetime.
         ttl: Duration,
     },
-    /// This crate's index, also bounded to each worker's cache capacity (an LRU mirror).
+    /// This crate's index, bounded to each worker's cache capacity (an LRU mirror).
     ApproxCapacity {
-        /// Entry lifetime (long: the capacity bound does the work).
+        /// Entry lifetime (`Duration::MAX`: the capacity bound does all the work).
         ttl: Duration,
         /// Blocks per worker, the simulated cache size.
         blocks: usize,
@@ -64,12 +64,11 @@ pub fn fmt_ttl(d: Duration) -> String {
     }
 }
 
-/// The capacity bound of the `approx-capacity` policy: the single place that needs the
-/// core feature `Builder::max_blocks_per_worker`. Returns `None` while the index lacks
-/// it, and the policy is then left out of the runs.
-pub fn with_capacity(builder: Builder, blocks: usize) -> Option<Builder> {
-    let _ = (builder, blocks);
-    None
+/// The `approx-capacity` index: each worker capped at the simulated cache size, so the
+/// index evicts a worker's least recently recorded blocks as its LRU would (it cannot see
+/// decode blocks, so it keeps slightly more than the cache does).
+pub fn with_capacity(builder: Builder, blocks: usize) -> Builder {
+    builder.max_blocks_per_worker(blocks)
 }
 
 /// The balance rule, the same for approx and oracle:

@@ -158,8 +158,7 @@ fn router(setup: &Setup<'_>, policy: &Policy) -> Result<Router, String> {
             .clock(clock.clone())
             .background_sweeper(false);
         if let Some(blocks) = capacity {
-            b = policy::with_capacity(b, blocks)
-                .ok_or("this build of the index has no per-worker capacity")?;
+            b = policy::with_capacity(b, blocks);
         }
         let index = b
             .build()

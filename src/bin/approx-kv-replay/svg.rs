@@ -19,7 +19,7 @@ fn family(p: &Policy) -> (&'static str, &'static str) {
         Policy::RoundRobin => ("#9e9e9e", "round-robin"),
         Policy::Random => ("#c7c7c7", "random"),
         Policy::Approx { .. } => ("#4477aa", "approx (TTL sweep)"),
-        Policy::ApproxCapacity { .. } => ("#228833", "approx + capacity"),
+        Policy::ApproxCapacity { .. } => ("#228833", "approx, capacity only"),
         Policy::Oracle => ("#ee7733", "oracle"),
     }
 }
