@@ -33,8 +33,67 @@ pub fn compute_block_hash_for_seq(tokens: &[u32], block_size: u32) -> Vec<LocalB
     compute_block_hash_for_seq_with_seed(tokens, block_size, XXH3_SEED)
 }
 
-/// As [`compute_block_hash_for_seq`], with an explicit seed (LoRA and namespace salts).
-pub(crate) fn compute_block_hash_for_seq_with_seed(
+/// Keeps the blocks of different LoRA adapters or cache namespaces (tenants) apart: the
+/// same tokens hash differently under different salts, so they never match each other.
+///
+/// Compatible with Dynamo: the local-hash seed becomes `1337 + xxh3_64_with_seed(lora_name, 0)`,
+/// plus `xxh3_64_with_seed(cache_namespace, 1)` when a namespace is given (wrapping adds);
+/// empty strings count as absent. Sequence hashes keep seed 1337 (they chain salted local
+/// hashes, so they differ too).
+///
+/// ```
+/// use approx_kv_index::{compute_block_hash_for_seq, compute_block_hash_for_seq_salted, HashSalt};
+/// let tokens = [1, 2, 3, 4];
+/// let plain = compute_block_hash_for_seq(&tokens, 4);
+/// assert_eq!(compute_block_hash_for_seq_salted(&tokens, 4, HashSalt::NONE), plain);
+/// assert_eq!(compute_block_hash_for_seq_salted(&tokens, 4, HashSalt::new(Some(""), None)), plain);
+/// let lora = HashSalt::new(Some("my-lora"), None);
+/// assert_ne!(compute_block_hash_for_seq_salted(&tokens, 4, lora), plain);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HashSalt {
+    seed: u64,
+}
+
+impl HashSalt {
+    /// No adapter, no namespace: Dynamo's plain hashes.
+    pub const NONE: HashSalt = HashSalt { seed: XXH3_SEED };
+
+    /// The salt of a LoRA adapter and/or a cache namespace.
+    pub fn new(lora_name: Option<&str>, cache_namespace: Option<&str>) -> Self {
+        let mut seed = XXH3_SEED;
+        if let Some(lora) = lora_name.filter(|s| !s.is_empty()) {
+            seed = seed.wrapping_add(xxh3_64_with_seed(lora.as_bytes(), 0));
+        }
+        if let Some(namespace) = cache_namespace.filter(|s| !s.is_empty()) {
+            seed = seed.wrapping_add(xxh3_64_with_seed(namespace.as_bytes(), 1));
+        }
+        Self { seed }
+    }
+
+    /// The xxh3 seed used for local block hashes.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+impl Default for HashSalt {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+/// As [`compute_block_hash_for_seq`], under a [`HashSalt`] (LoRA adapter, namespace).
+pub fn compute_block_hash_for_seq_salted(
+    tokens: &[u32],
+    block_size: u32,
+    salt: HashSalt,
+) -> Vec<LocalBlockHash> {
+    compute_block_hash_for_seq_with_seed(tokens, block_size, salt.seed)
+}
+
+/// As [`compute_block_hash_for_seq`], with an explicit seed.
+fn compute_block_hash_for_seq_with_seed(
     tokens: &[u32],
     block_size: u32,
     seed: u64,

@@ -13,7 +13,7 @@ use crate::error::RecordError;
 use crate::events::{KvCacheEventData, RouterEvent};
 use crate::expiry::sweeper::Sweeper;
 use crate::expiry::{Expiry, Timer};
-use crate::hash::{compute_block_hash_for_seq, compute_seq_hashes};
+use crate::hash::{compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt};
 use crate::scores::OverlapScores;
 use crate::stats::{IndexStats, StripedCounter};
 use crate::tree::claim::MAX_EXPIRY;
@@ -306,12 +306,34 @@ impl ApproxKvIndexer {
     /// assert_eq!(index.find_matches_for_request(&[1, 2, 3, 4, 5, 6]).scores[&9], 2);
     /// ```
     pub fn process_routing_decision_for_request(&self, tokens: &[u32], worker: WorkerId) {
-        let local = compute_block_hash_for_seq(tokens, self.inner.block_size);
+        self.process_routing_decision_for_request_salted(tokens, worker, HashSalt::NONE);
+    }
+
+    /// As [`process_routing_decision_for_request`](Self::process_routing_decision_for_request),
+    /// for a request under a LoRA adapter or cache namespace: its blocks only ever match
+    /// finds with the same [`HashSalt`].
+    ///
+    /// ```
+    /// use approx_kv_index::{ApproxKvIndexer, HashSalt};
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// let tenant_a = HashSalt::new(None, Some("tenant-a"));
+    /// index.process_routing_decision_for_request_salted(&[1, 2, 3, 4], 1, tenant_a);
+    /// assert_eq!(index.find_matches_for_request_salted(&[1, 2, 3, 4], tenant_a).scores[&1], 2);
+    /// assert!(index.find_matches_for_request(&[1, 2, 3, 4]).scores.is_empty());
+    /// ```
+    pub fn process_routing_decision_for_request_salted(
+        &self,
+        tokens: &[u32],
+        worker: WorkerId,
+        salt: HashSalt,
+    ) {
+        let local = compute_block_hash_for_seq_salted(tokens, self.inner.block_size, salt);
         let seq = compute_seq_hashes(&local);
         self.inner.record(worker, &local, &seq);
     }
 
-    /// Records a decision from precomputed hashes (as [`compute_block_hash_for_seq`] and
+    /// Records a decision from precomputed hashes (as
+    /// [`compute_block_hash_for_seq`](crate::compute_block_hash_for_seq) and
     /// [`compute_seq_hashes`] make them). Slices of different lengths are an error and
     /// store nothing.
     ///
@@ -383,7 +405,14 @@ impl ApproxKvIndexer {
     /// assert_eq!((found.scores[&1], found.scores[&2]), (2, 1));
     /// ```
     pub fn find_matches_for_request(&self, tokens: &[u32]) -> OverlapScores {
-        self.find_matches(&compute_block_hash_for_seq(tokens, self.inner.block_size))
+        self.find_matches_for_request_salted(tokens, HashSalt::NONE)
+    }
+
+    /// As [`find_matches_for_request`](Self::find_matches_for_request), under a
+    /// [`HashSalt`] (LoRA adapter, cache namespace).
+    pub fn find_matches_for_request_salted(&self, tokens: &[u32], salt: HashSalt) -> OverlapScores {
+        let block_size = self.inner.block_size;
+        self.find_matches(&compute_block_hash_for_seq_salted(tokens, block_size, salt))
     }
 
     /// For each worker, how many leading blocks of `local` it probably holds.

@@ -78,7 +78,8 @@ pub use events::{
     KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent,
 };
 pub use hash::{
-    compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash, SequenceHash, XXH3_SEED,
+    compute_block_hash_for_seq, compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt,
+    LocalBlockHash, SequenceHash, XXH3_SEED,
 };
 pub use id_hasher::{IdBuildHasher, IdHasher};
 pub use indexer::ApproxKvIndexer;
