@@ -216,7 +216,7 @@ fn evict_oldest(
 ) -> Option<usize> {
     let log = workers.log(slot)?;
     let decision = log.pop_oldest()?;
-    let alive = workers.alive(slot).is_some();
+    let alive = workers.is_alive(slot);
     let walked = tree.walk(decision.leaf, slot, decision.expiry, alive, budget, guard);
     if let Some(rest) = walked.resume {
         log.push_front(Decision {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::ConfigError;
-use crate::ApproxKvIndexer;
+use crate::{ApproxKvIndexer, WorkerId, WorkerKey};
 
 /// Default block size in tokens.
 pub const DEFAULT_BLOCK_SIZE: u32 = 16;
@@ -145,8 +145,14 @@ impl Builder {
         self
     }
 
-    /// Validates the settings and starts the index.
+    /// Validates the settings and starts an index keyed by plain worker ids.
     pub fn build(self) -> Result<ApproxKvIndexer, ConfigError> {
+        self.build_for::<WorkerId>()
+    }
+
+    /// Validates the settings and starts an index keyed by `W`, e.g.
+    /// [`WorkerWithDpRank`](crate::WorkerWithDpRank).
+    pub fn build_for<W: WorkerKey>(self) -> Result<ApproxKvIndexer<W>, ConfigError> {
         if self.block_size == 0 {
             return Err(ConfigError::ZeroBlockSize);
         }

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use crate::{LocalBlockHash, SequenceHash, WorkerId};
+use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 
 /// One event about one worker's cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouterEvent {
-    /// The worker whose cache the event describes.
-    pub worker_id: WorkerId,
+pub struct RouterEvent<W: WorkerKey = WorkerId> {
+    /// The worker (or worker rank) whose cache the event describes.
+    pub worker_id: W,
     /// A number increasing within one dump.
     pub event_id: u64,
     /// What happened.

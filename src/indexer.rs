@@ -19,7 +19,7 @@ use crate::stats::{IndexStats, StripedCounter};
 use crate::tree::claim::MAX_EXPIRY;
 use crate::tree::Tree;
 use crate::workers::{Slot, Workers};
-use crate::{LocalBlockHash, SequenceHash, WorkerId};
+use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 
 /// TTLs at or beyond this (about 146 years) mean "never": no timers are kept.
 const NEVER: u64 = 1 << 62;
@@ -52,7 +52,7 @@ impl Inner {
             .min(MAX_EXPIRY - 1)
     }
 
-    fn record(&self, worker: WorkerId, local: &[LocalBlockHash], seq: &[SequenceHash]) {
+    fn record(&self, worker: impl WorkerKey, local: &[LocalBlockHash], seq: &[SequenceHash]) {
         let Some(&leaf) = seq.last() else {
             return;
         };
@@ -109,7 +109,7 @@ impl Inner {
         self.evictions.add(evicted as u64);
     }
 
-    fn apply_event(&self, event: &RouterEvent) {
+    fn apply_event<W: WorkerKey>(&self, event: &RouterEvent<W>) {
         let guard = epoch::pin();
         match &event.data {
             KvCacheEventData::Stored(data) => {
@@ -132,7 +132,7 @@ impl Inner {
                 self.workers.adjust_entries(slot, -(removed as i64));
             }
             KvCacheEventData::Cleared => {
-                self.workers.remove(event.worker_id);
+                self.workers.remove_rank(event.worker_id);
             }
         }
     }
@@ -144,7 +144,7 @@ impl Inner {
         let mut freed = self.purge_dead();
         self.expiry.take_due(now, |Timer { leaf, slot }| {
             let guard = epoch::pin();
-            let alive = self.workers.alive(slot).is_some();
+            let alive = self.workers.is_alive(slot);
             let walked = self.tree.walk(leaf, slot, now, alive, usize::MAX, &guard);
             drop(guard);
             if walked.removed > 0 {
@@ -224,12 +224,13 @@ impl Inner {
 /// index.remove_worker(7);
 /// assert!(index.find_matches_for_request(&prompt).scores.is_empty());
 /// ```
-pub struct ApproxKvIndexer {
+pub struct ApproxKvIndexer<W: WorkerKey = WorkerId> {
     inner: Arc<Inner>,
     sweeper: Sweeper,
+    key: std::marker::PhantomData<fn(W) -> W>,
 }
 
-impl std::fmt::Debug for ApproxKvIndexer {
+impl<W: WorkerKey> std::fmt::Debug for ApproxKvIndexer<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApproxKvIndexer")
             .field("block_size", &self.inner.block_size)
@@ -240,7 +241,7 @@ impl std::fmt::Debug for ApproxKvIndexer {
     }
 }
 
-impl ApproxKvIndexer {
+impl ApproxKvIndexer<WorkerId> {
     /// Settings with their defaults (block size 16, TTL 120 s, tick 100 ms).
     pub fn builder() -> Builder {
         Builder::default()
@@ -256,7 +257,9 @@ impl ApproxKvIndexer {
     pub fn new(block_size: u32, ttl: Duration) -> Result<Self, crate::ConfigError> {
         Self::builder().block_size(block_size).ttl(ttl).build()
     }
+}
 
+impl<W: WorkerKey> ApproxKvIndexer<W> {
     pub(crate) fn from_builder(b: Builder) -> Self {
         let tick_nanos = nanos(b.tick).max(1);
         let ttl_nanos = nanos(b.ttl).clamp(1, NEVER);
@@ -288,7 +291,11 @@ impl ApproxKvIndexer {
         } else {
             Sweeper::none()
         };
-        Self { inner, sweeper }
+        Self {
+            inner,
+            sweeper,
+            key: std::marker::PhantomData,
+        }
     }
 
     /// Tokens per block.
@@ -305,7 +312,7 @@ impl ApproxKvIndexer {
     /// index.process_routing_decision_for_request(&[1, 2, 3, 4, 5], 9); // 2 full blocks
     /// assert_eq!(index.find_matches_for_request(&[1, 2, 3, 4, 5, 6]).scores[&9], 2);
     /// ```
-    pub fn process_routing_decision_for_request(&self, tokens: &[u32], worker: WorkerId) {
+    pub fn process_routing_decision_for_request(&self, tokens: &[u32], worker: W) {
         self.process_routing_decision_for_request_salted(tokens, worker, HashSalt::NONE);
     }
 
@@ -324,7 +331,7 @@ impl ApproxKvIndexer {
     pub fn process_routing_decision_for_request_salted(
         &self,
         tokens: &[u32],
-        worker: WorkerId,
+        worker: W,
         salt: HashSalt,
     ) {
         let local = compute_block_hash_for_seq_salted(tokens, self.inner.block_size, salt);
@@ -348,7 +355,7 @@ impl ApproxKvIndexer {
     /// ```
     pub fn process_routing_decision(
         &self,
-        worker: WorkerId,
+        worker: W,
         local: &[LocalBlockHash],
         seq: &[SequenceHash],
     ) -> Result<(), RecordError> {
@@ -390,7 +397,7 @@ impl ApproxKvIndexer {
     /// });
     /// assert_eq!(index.find_matches(&local).scores[&8], 1);
     /// ```
-    pub fn apply_event(&self, event: &RouterEvent) {
+    pub fn apply_event(&self, event: &RouterEvent<W>) {
         self.inner.apply_event(event);
     }
 
@@ -404,13 +411,17 @@ impl ApproxKvIndexer {
     /// let found = index.find_matches_for_request(&[1, 2, 3, 4]);
     /// assert_eq!((found.scores[&1], found.scores[&2]), (2, 1));
     /// ```
-    pub fn find_matches_for_request(&self, tokens: &[u32]) -> OverlapScores {
+    pub fn find_matches_for_request(&self, tokens: &[u32]) -> OverlapScores<W> {
         self.find_matches_for_request_salted(tokens, HashSalt::NONE)
     }
 
     /// As [`find_matches_for_request`](Self::find_matches_for_request), under a
     /// [`HashSalt`] (LoRA adapter, cache namespace).
-    pub fn find_matches_for_request_salted(&self, tokens: &[u32], salt: HashSalt) -> OverlapScores {
+    pub fn find_matches_for_request_salted(
+        &self,
+        tokens: &[u32],
+        salt: HashSalt,
+    ) -> OverlapScores<W> {
         let block_size = self.inner.block_size;
         self.find_matches(&compute_block_hash_for_seq_salted(tokens, block_size, salt))
     }
@@ -422,15 +433,16 @@ impl ApproxKvIndexer {
     /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
     /// assert!(index.find_matches(&[LocalBlockHash(1)]).scores.is_empty());
     /// ```
-    pub fn find_matches(&self, local: &[LocalBlockHash]) -> OverlapScores {
+    pub fn find_matches(&self, local: &[LocalBlockHash]) -> OverlapScores<W> {
         let inner = &*self.inner;
         inner.finds.add(1);
         let guard = epoch::pin();
         inner.tree.find(local, inner.now(), &inner.workers, &guard)
     }
 
-    /// Forgets `worker`: no find reports it until it is recorded again. O(1); the
-    /// sweeper frees its entries within about one TTL. Unknown ids are ignored.
+    /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is
+    /// recorded again. O(ranks); the sweeper frees its entries within about one TTL.
+    /// Unknown ids are ignored.
     ///
     /// ```
     /// # use approx_kv_index::ApproxKvIndexer;
@@ -444,6 +456,13 @@ impl ApproxKvIndexer {
         self.inner.workers.remove(worker);
     }
 
+    /// Forgets one key: for [`WorkerWithDpRank`](crate::WorkerWithDpRank), one rank of a
+    /// worker (the others stay); for plain ids, the same as
+    /// [`remove_worker`](Self::remove_worker).
+    pub fn remove_worker_key(&self, worker: W) {
+        self.inner.workers.remove_rank(worker);
+    }
+
     /// Every live (block, worker) pair as a one-block `Stored` event with its parent hash
     /// and remaining TTL, parents before children, so replaying the events in order
     /// rebuilds the state.
@@ -454,7 +473,7 @@ impl ApproxKvIndexer {
     /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 4);
     /// assert_eq!(index.dump_events().len(), 2);
     /// ```
-    pub fn dump_events(&self) -> Vec<RouterEvent> {
+    pub fn dump_events(&self) -> Vec<RouterEvent<W>> {
         let inner = &*self.inner;
         let guard = epoch::pin();
         inner.tree.dump(inner.now(), &inner.workers, &guard)
@@ -510,7 +529,7 @@ impl ApproxKvIndexer {
     }
 }
 
-impl Drop for ApproxKvIndexer {
+impl<W: WorkerKey> Drop for ApproxKvIndexer<W> {
     fn drop(&mut self) {
         self.shutdown();
     }

@@ -61,6 +61,7 @@ mod indexer;
 mod scores;
 mod stats;
 mod tree;
+mod worker_key;
 mod workers;
 
 /// The README's example, compiled and run as a doc test.
@@ -85,3 +86,4 @@ pub use id_hasher::{IdBuildHasher, IdHasher};
 pub use indexer::ApproxKvIndexer;
 pub use scores::OverlapScores;
 pub use stats::IndexStats;
+pub use worker_key::{WorkerKey, WorkerWithDpRank};

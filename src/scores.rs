@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::id_hasher::IdBuildHasher;
-use crate::WorkerId;
+use crate::{WorkerId, WorkerKey};
 
 /// For each worker that probably holds a prefix of the query, how much of it.
 ///
@@ -15,18 +15,27 @@ use crate::WorkerId;
 /// assert_eq!(found.scores[&3], 1); // the first block matches, the second does not
 /// assert_eq!(found.tree_sizes[&3], 2); // worker 3 holds two blocks in all
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OverlapScores {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlapScores<W: WorkerKey = WorkerId> {
     /// Number of leading blocks of the query that the worker holds. Workers with none are absent.
-    pub scores: HashMap<WorkerId, u32, IdBuildHasher>,
+    pub scores: HashMap<W, u32, IdBuildHasher>,
     /// Blocks held by each worker of `scores`, across the whole index: entries stored and
     /// not yet reclaimed, so it may count entries that expired less than a sweep ago.
-    pub tree_sizes: HashMap<WorkerId, usize, IdBuildHasher>,
+    pub tree_sizes: HashMap<W, usize, IdBuildHasher>,
 }
 
-impl OverlapScores {
-    /// The worker with the highest score (the lowest id among equals), if any.
-    pub fn best(&self) -> Option<(WorkerId, u32)> {
+impl<W: WorkerKey> Default for OverlapScores<W> {
+    fn default() -> Self {
+        Self {
+            scores: HashMap::default(),
+            tree_sizes: HashMap::default(),
+        }
+    }
+}
+
+impl<W: WorkerKey> OverlapScores<W> {
+    /// The worker with the highest score (the lowest key among equals), if any.
+    pub fn best(&self) -> Option<(W, u32)> {
         self.scores
             .iter()
             .map(|(&w, &s)| (w, s))

@@ -6,7 +6,7 @@
 //! could still hold the old slot number (pinned before it died) has unpinned, which the
 //! epoch collector tells us by running a deferred closure.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 
 use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
-use crate::WorkerId;
+use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
 /// A dense index standing for one registration of one worker.
 pub(crate) type Slot = u32;
@@ -39,6 +39,8 @@ struct SlotInfo {
     state: AtomicU64,
     /// The worker id this slot stands for while alive.
     worker: AtomicU64,
+    /// Its data-parallel rank.
+    rank: AtomicU32,
     /// Entries in the tree carrying this slot (may dip below zero for a moment, because a
     /// recorder adds its count after inserting while the sweeper may already subtract).
     entries: AtomicI64,
@@ -127,9 +129,17 @@ impl Drop for SlotTable {
     }
 }
 
-/// Worker ids, their slots, and slot reuse.
+/// The slots of one worker id: one per data-parallel rank (usually just one).
+type Ranks = Vec<(u32, Slot)>;
+
+#[inline]
+fn slot_of_rank(ranks: &Ranks, rank: u32) -> Option<Slot> {
+    ranks.iter().find(|r| r.0 == rank).map(|r| r.1)
+}
+
+/// Worker keys, their slots, and slot reuse.
 pub(crate) struct Workers {
-    ids: DashMap<WorkerId, Slot, IdBuildHasher>,
+    ids: DashMap<WorkerId, Ranks, IdBuildHasher>,
     slots: SlotTable,
     /// Freed slots, and the next never-used slot. Touched only when a worker is first
     /// recorded or a slot is recycled, never on the find or refresh paths.
@@ -164,28 +174,30 @@ impl Workers {
 
     /// The slot of `worker`, registering it if needed. `None` only if all 2^32 slots are
     /// in use at once.
-    pub(crate) fn resolve(&self, worker: WorkerId) -> Option<Slot> {
-        if let Some(slot) = self.ids.get(&worker) {
-            return Some(*slot);
+    pub(crate) fn resolve(&self, worker: impl WorkerKey) -> Option<Slot> {
+        let (id, rank) = (worker.worker_id(), worker.dp_rank());
+        if let Some(slot) = self.ids.get(&id).and_then(|r| slot_of_rank(&r, rank)) {
+            return Some(slot);
         }
-        match self.ids.entry(worker) {
-            dashmap::mapref::entry::Entry::Occupied(o) => Some(*o.get()),
-            dashmap::mapref::entry::Entry::Vacant(v) => {
-                let slot = self.allocate()?;
-                let info = self.slots.ensure(slot);
-                info.worker.store(worker, Ordering::Relaxed);
-                let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
-                info.state.store(pack(generation, ALIVE), Ordering::Release);
-                v.insert(slot);
-                Some(slot)
-            }
+        let mut ranks = self.ids.entry(id).or_default();
+        if let Some(slot) = slot_of_rank(&ranks, rank) {
+            return Some(slot);
         }
+        let slot = self.allocate()?;
+        let info = self.slots.ensure(slot);
+        info.worker.store(id, Ordering::Relaxed);
+        info.rank.store(rank, Ordering::Relaxed);
+        let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
+        info.state.store(pack(generation, ALIVE), Ordering::Release);
+        ranks.push((rank, slot));
+        Some(slot)
     }
 
     /// The slot of `worker` if it is registered (never registers).
     #[inline]
-    pub(crate) fn lookup(&self, worker: WorkerId) -> Option<Slot> {
-        self.ids.get(&worker).map(|s| *s)
+    pub(crate) fn lookup(&self, worker: impl WorkerKey) -> Option<Slot> {
+        let ranks = self.ids.get(&worker.worker_id())?;
+        slot_of_rank(&ranks, worker.dp_rank())
     }
 
     fn allocate(&self) -> Option<Slot> {
@@ -198,11 +210,34 @@ impl Workers {
         Some(slot)
     }
 
-    /// Unregisters `worker`; its entries read as absent from now on. Unknown ids are a no-op.
+    /// Unregisters every rank of `worker`; their entries read as absent from now on.
+    /// Unknown ids are a no-op.
     pub(crate) fn remove(self: &Arc<Self>, worker: WorkerId) -> bool {
-        let Some((_, slot)) = self.ids.remove(&worker) else {
+        let Some((_, ranks)) = self.ids.remove(&worker) else {
             return false;
         };
+        for (_, slot) in ranks {
+            self.kill(slot);
+        }
+        true
+    }
+
+    /// Unregisters one rank of a worker.
+    pub(crate) fn remove_rank(self: &Arc<Self>, worker: impl WorkerKey) -> bool {
+        let (id, rank) = (worker.worker_id(), worker.dp_rank());
+        let mut removed = None;
+        self.ids.remove_if_mut(&id, |_, ranks| {
+            if let Some(at) = ranks.iter().position(|r| r.0 == rank) {
+                removed = Some(ranks.swap_remove(at).1);
+            }
+            ranks.is_empty()
+        });
+        removed.map(|slot| self.kill(slot)).is_some()
+    }
+
+    /// Marks a slot dead: its entries read as absent; they are freed by walks or a purge,
+    /// then the slot is recycled.
+    fn kill(self: &Arc<Self>, slot: Slot) {
         let info = self.slots.get(slot).expect("a mapped slot has a segment");
         let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
         info.state.store(pack(generation, DEAD), Ordering::SeqCst);
@@ -212,7 +247,6 @@ impl Workers {
         if info.entries.load(Ordering::SeqCst) <= 0 {
             self.schedule_reclaim(slot, generation);
         }
-        true
     }
 
     /// Notes that an exact KV event stored entries for `slot`.
@@ -268,15 +302,22 @@ impl Workers {
             .map(|t| t.load(Ordering::Relaxed).max(0) as usize)
     }
 
-    /// The worker id of `slot` if it is alive (registered and not removed).
+    /// The worker key of `slot` if it is alive (registered and not removed).
     #[inline]
-    pub(crate) fn alive(&self, slot: Slot) -> Option<WorkerId> {
+    pub(crate) fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
         let info = self.slots.get(slot)?;
         if info.state.load(Ordering::Acquire) & STATE_MASK == ALIVE {
-            Some(info.worker.load(Ordering::Relaxed))
+            let id = info.worker.load(Ordering::Relaxed);
+            Some(W::from_parts(id, info.rank.load(Ordering::Relaxed)))
         } else {
             None
         }
+    }
+
+    /// Whether `slot` is alive.
+    #[inline]
+    pub(crate) fn is_alive(&self, slot: Slot) -> bool {
+        self.alive::<WorkerWithDpRank>(slot).is_some()
     }
 
     /// Entries stored for `slot` (clamped at zero).
@@ -340,9 +381,9 @@ impl Workers {
         }
     }
 
-    /// Registered workers.
+    /// Registered worker keys (each rank counts).
     pub(crate) fn len(&self) -> usize {
-        self.ids.len()
+        self.ids.iter().map(|r| r.len()).sum()
     }
 
     /// Sum of entries over all slots, including dead ones not yet swept.
@@ -377,19 +418,19 @@ mod tests {
     #[test]
     fn removed_slot_is_recycled_only_after_its_entries_are_gone() {
         let w = Workers::new(false, false);
-        let a = w.resolve(10).unwrap();
+        let a = w.resolve(10u64).unwrap();
         w.adjust_entries(a, 2);
         assert!(w.remove(10));
-        assert_eq!(w.alive(a), None);
-        let b = w.resolve(11).unwrap();
+        assert_eq!(w.alive::<u64>(a), None);
+        let b = w.resolve(11u64).unwrap();
         assert_ne!(a, b, "a slot with entries must not be reused");
         w.adjust_entries(a, -2);
         // Drive the epoch collector until the deferred reclaim has run.
         for _ in 0..1_000 {
             epoch::pin().flush();
         }
-        let c = w.resolve(12).unwrap();
+        let c = w.resolve(12u64).unwrap();
         assert_eq!(c, a, "the emptied dead slot is recycled");
-        assert_eq!(w.alive(c), Some(12));
+        assert_eq!(w.alive::<u64>(c), Some(12));
     }
 }

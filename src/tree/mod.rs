@@ -17,7 +17,7 @@ use crate::hash::SeqChain;
 use crate::id_hasher::IdBuildHasher;
 use crate::scores::OverlapScores;
 use crate::workers::{Slot, Workers};
-use crate::{LocalBlockHash, SequenceHash, WorkerId};
+use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 pub(crate) use node::Holder;
 use node::{Node, Outcome, Settle};
@@ -53,16 +53,16 @@ impl Tree {
     }
 
     /// For each live worker, the length of the leading run of `local` blocks it holds at `now`.
-    pub(crate) fn find(
+    pub(crate) fn find<W: WorkerKey>(
         &self,
         local: &[LocalBlockHash],
         now: u64,
         workers: &Workers,
         guard: &Guard,
-    ) -> OverlapScores {
+    ) -> OverlapScores<W> {
         let mut scores = OverlapScores::default();
         // Workers still matching every block so far, sorted by slot.
-        let mut active: Vec<(Slot, WorkerId)> = Vec::new();
+        let mut active: Vec<(Slot, W)> = Vec::new();
         let mut chain = SeqChain::default();
         let mut depth = 0u32;
         for (i, &block) in local.iter().enumerate() {
@@ -291,7 +291,12 @@ impl Tree {
     }
 
     /// Every live (block, worker) pair as a one-block `Stored` event, parents first.
-    pub(crate) fn dump(&self, now: u64, workers: &Workers, guard: &Guard) -> Vec<RouterEvent> {
+    pub(crate) fn dump<W: WorkerKey>(
+        &self,
+        now: u64,
+        workers: &Workers,
+        guard: &Guard,
+    ) -> Vec<RouterEvent<W>> {
         let mut rows = Vec::new();
         for node in self.nodes.iter() {
             let seq = *node.key();
@@ -300,7 +305,7 @@ impl Tree {
                 if !claim::live(c, now) {
                     continue;
                 }
-                if let Some(worker) = workers.alive(holder.slot) {
+                if let Some(worker) = workers.alive::<W>(holder.slot) {
                     let left = (c & claim::EXACT == 0).then(|| claim::approx(c) - now);
                     rows.push((node.depth, worker, seq, node.parent, node.local, left));
                 }
@@ -354,11 +359,11 @@ fn walk_decision(c: u64, threshold: u64, slot_alive: bool) -> Settle {
 /// Keeps the `active` workers that hold a live entry in `holders` (both sorted by slot);
 /// reports each dropped worker to `dropped`.
 #[inline]
-fn retain_holders(
-    active: &mut Vec<(Slot, WorkerId)>,
+fn retain_holders<W: Copy>(
+    active: &mut Vec<(Slot, W)>,
     holders: &[Holder],
     now: u64,
-    mut dropped: impl FnMut(Slot, WorkerId),
+    mut dropped: impl FnMut(Slot, W),
 ) {
     let mut j = 0;
     active.retain(|&(slot, worker)| {
