@@ -189,11 +189,33 @@ fn inconsistent_or_unordered_requests_are_rejected() {
 }
 
 #[test]
+fn a_line_that_is_not_utf8_is_a_bad_line() {
+    let dir = scratch("utf8");
+    let path = dir.join("trace.jsonl");
+    let mut bytes = format!("{}\n", CHAT[0]).into_bytes();
+    bytes.extend(b"{\"timestamp\": \xff\xfe}\n");
+    bytes.extend(format!("{}\n", CHAT[1]).into_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let path = path.to_str().unwrap();
+    let o = run(&[path, "--no-plot"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("trace.jsonl:2:"), "{}", stderr(&o));
+    let o = run(&[path, "--no-plot", "--skip-bad-lines"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(": 2 requests"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn missing_and_empty_traces_are_errors() {
     let dir = scratch("empty");
     let o = run(&[dir.join("nope.jsonl").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("cannot open trace"), "{}", stderr(&o));
+
+    let o = run(&[dir.to_str().unwrap(), "--skip-bad-lines"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
 
     let trace = write_trace(&dir, &["", "   "]);
     let o = run(&[trace.to_str().unwrap(), "--no-plot"]);
@@ -209,12 +231,13 @@ fn missing_and_empty_traces_are_errors() {
 
 #[test]
 fn nonsensical_options_are_rejected() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["--workers", "0"], "--workers must be at least 1"),
         (&["--cache-blocks", "-3"], "--cache-blocks"),
         (&["--block-size=0"], "--block-size must be at least 1"),
         (&["--speedup", "0"], "--speedup must be a finite number > 0"),
         (&["--speedup", "2", "--max-rate"], "exclude each other"),
+        (&["--speedup", "1e-300"], "between 0.001 and 1e9"),
         (&["--ttls", "60,abc"], "--ttls"),
         (&["--threads"], "needs a value"),
         (&["--frobnicate"], "unknown option '--frobnicate'"),

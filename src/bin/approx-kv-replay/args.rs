@@ -186,7 +186,13 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             }
             "--seed" => o.seed = number(&name, &value()?)?,
             "--max-rate" => max_rate = no_value(&name, &inline)?,
-            "--speedup" => speedup = Some(positive_f64(&name, &value()?)?),
+            "--speedup" => {
+                let x = positive_f64(&name, &value()?)?;
+                if !(1e-3..=1e9).contains(&x) {
+                    return Err(format!("{name} must be between 0.001 and 1e9, got {x}"));
+                }
+                speedup = Some(x);
+            }
             "--threads" => o.threads = positive(&name, &value()?)?,
             "--limit" => o.limit = Some(positive(&name, &value()?)?),
             "--skip-bad-lines" => o.skip_bad_lines = no_value(&name, &inline)?,

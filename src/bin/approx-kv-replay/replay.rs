@@ -205,10 +205,11 @@ fn route_all(
                 peak_entries,
             } => {
                 if let Pace::Speedup(x) = setup.pace {
-                    let due = start + (req.at - origin).div_f64(x);
-                    let now = Instant::now();
-                    if due > now {
-                        std::thread::sleep(due - now);
+                    let wait = Duration::try_from_secs_f64((req.at - origin).as_secs_f64() / x);
+                    let due = wait.ok().and_then(|w| start.checked_add(w));
+                    if let Some(sleep) = due.and_then(|d| d.checked_duration_since(Instant::now()))
+                    {
+                        std::thread::sleep(sleep); // pacing the wall clock, not synchronisation
                     }
                 }
                 clock.set(req.at);

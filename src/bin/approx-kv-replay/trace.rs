@@ -6,8 +6,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-/// Prompts longer than this many tokens are rejected as implausible.
-const MAX_INPUT_TOKENS: u64 = 1 << 24;
+/// Prompts or outputs longer than this many tokens are rejected as implausible.
+const MAX_TOKENS: u64 = 1 << 24;
+/// Timestamps beyond this (about 31,700 years, in ms) are rejected as implausible.
+const MAX_TIMESTAMP_MS: f64 = 1e15;
 
 /// One request of the trace, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +52,9 @@ pub fn read(
 ) -> Result<Trace, String> {
     let shown = path.display();
     let file = File::open(path).map_err(|e| format!("cannot open trace '{shown}': {e}"))?;
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(format!("cannot read trace '{shown}': it is a directory"));
+    }
     let mut requests = Vec::new();
     let mut skipped = Vec::new();
     let mut last_ts = 0.0_f64;
@@ -58,15 +63,19 @@ pub fn read(
             break;
         }
         let number = i + 1;
-        let parsed = line
-            .map_err(|e| format!("cannot read: {e}"))
-            .and_then(|text| {
-                if text.trim().is_empty() {
-                    Ok(None)
-                } else {
-                    parse_line(&text, trace_block, last_ts).map(Some)
-                }
-            });
+        let line = match line {
+            // Invalid UTF-8: a bad line, the reader has moved past it.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(format!("{e}")),
+            Err(e) => return Err(format!("{shown}:{number}: cannot read: {e}")),
+            Ok(text) => Ok(text),
+        };
+        let parsed = line.and_then(|text| {
+            if text.trim().is_empty() {
+                Ok(None)
+            } else {
+                parse_line(&text, trace_block, last_ts).map(Some)
+            }
+        });
         match parsed {
             Ok(Some(req)) => {
                 last_ts = req.timestamp_ms;
@@ -99,6 +108,9 @@ pub fn parse_line(text: &str, trace_block: u32, last_ts: f64) -> Result<TraceReq
     if !ts.is_finite() || ts < 0.0 {
         return Err(format!("timestamp {ts} is not a time >= 0 (ms)"));
     }
+    if ts > MAX_TIMESTAMP_MS {
+        return Err(format!("timestamp {ts} ms is implausibly large"));
+    }
     if ts < last_ts {
         return Err(format!(
             "timestamp {ts} ms is before the previous request's {last_ts} ms \
@@ -109,8 +121,12 @@ pub fn parse_line(text: &str, trace_block: u32, last_ts: f64) -> Result<TraceReq
     if input == 0 {
         return Err("input_length is 0".into());
     }
-    if input > MAX_INPUT_TOKENS {
+    if input > MAX_TOKENS {
         return Err(format!("input_length {input} is implausibly large"));
+    }
+    if line.output_length > MAX_TOKENS {
+        let output = line.output_length;
+        return Err(format!("output_length {output} is implausibly large"));
     }
     let blocks = line.hash_ids.len() as u64;
     let tb = u64::from(trace_block);
@@ -154,5 +170,16 @@ mod tests {
             .unwrap_err()
             .contains(">= 0"));
         assert!(parse_line("{", 512, 0.0).is_err());
+        let far = ok.replace("\"timestamp\": 5", "\"timestamp\": 1e300");
+        assert!(parse_line(&far, 512, 0.0)
+            .unwrap_err()
+            .contains("implausibly"));
+        let long = ok.replace(
+            "\"output_length\": 3",
+            "\"output_length\": 18446744073709551615",
+        );
+        assert!(parse_line(&long, 512, 0.0)
+            .unwrap_err()
+            .contains("implausibly"));
     }
 }
