@@ -13,10 +13,12 @@ pub const XXH3_SEED: u64 = 1337;
 
 /// The hash of one block's tokens alone (position-independent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LocalBlockHash(pub u64);
 
 /// The hash of a block together with every block before it: the key of a radix-tree node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SequenceHash(pub u64);
 
 /// Hashes each full block of `tokens` (a partial trailing block is ignored).

@@ -16,7 +16,7 @@ use crate::expiry::{Expiry, Timer};
 use crate::hash::{compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt};
 use crate::scores::OverlapScores;
 use crate::stats::{IndexStats, StripedCounter};
-use crate::tree::claim::MAX_EXPIRY;
+use crate::tree::claim::{EXACT, MAX_EXPIRY};
 use crate::tree::Tree;
 use crate::workers::{Slot, Workers};
 use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
@@ -477,6 +477,92 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         let inner = &*self.inner;
         let guard = epoch::pin();
         inner.tree.dump(inner.now(), &inner.workers, &guard)
+    }
+
+    /// The live state with each entry's remaining TTL, to [`restore`](Self::restore)
+    /// into a fresh index after a restart (see [`Snapshot`](crate::Snapshot)). Read shard
+    /// after shard: consistent per entry, not across entries, while callers run.
+    pub fn snapshot(&self) -> crate::Snapshot {
+        let inner = &*self.inner;
+        let guard = epoch::pin();
+        let rows = inner
+            .tree
+            .live_entries::<W>(inner.now(), &inner.workers, &guard);
+        crate::Snapshot {
+            block_size: inner.block_size,
+            entries: rows
+                .into_iter()
+                .map(|r| crate::SnapshotEntry {
+                    worker_id: r.worker.worker_id(),
+                    dp_rank: r.worker.dp_rank(),
+                    block: r.seq,
+                    parent: r.parent,
+                    local: r.local,
+                    depth: r.depth,
+                    exact: r.exact,
+                    ttl_left: Duration::from_nanos(r.ttl_left),
+                })
+                .collect(),
+        }
+    }
+
+    /// Loads a [`Snapshot`](crate::Snapshot): each entry comes back with the TTL it had
+    /// left, counted from now, merged with what the index already holds. Afterwards the
+    /// index answers every find as the snapshotted one did when the snapshot was taken.
+    /// A snapshot of another block size is refused and changes nothing.
+    pub fn restore(&self, snapshot: &crate::Snapshot) -> Result<(), crate::SnapshotError> {
+        let inner = &*self.inner;
+        if snapshot.block_size != inner.block_size {
+            return Err(crate::SnapshotError::BlockSizeMismatch {
+                snapshot: snapshot.block_size,
+                index: inner.block_size,
+            });
+        }
+        let now = inner.now();
+        let guard = epoch::pin();
+        for e in &snapshot.entries {
+            let worker = W::from_parts(e.worker_id, e.dp_rank);
+            let Some(slot) = inner.workers.resolve(worker) else {
+                continue;
+            };
+            let ttl_left = nanos(e.ttl_left).min(inner.ttl_nanos);
+            let approx = if ttl_left == 0 {
+                0
+            } else {
+                now.saturating_add(ttl_left).min(MAX_EXPIRY)
+            };
+            let claim = approx | if e.exact { EXACT } else { 0 };
+            if claim == 0 {
+                continue; // nothing live to restore
+            }
+            if e.exact {
+                inner.workers.mark_exact(slot);
+            }
+            let row = crate::tree::LiveEntry {
+                depth: e.depth,
+                worker: (),
+                seq: e.block,
+                parent: e.parent,
+                local: e.local,
+                exact: e.exact,
+                ttl_left,
+            };
+            let added = inner.tree.restore_entry(slot, &row, claim, &guard);
+            inner.workers.adjust_entries(slot, i64::from(added));
+            if approx != 0 && inner.timers {
+                inner.expiry.schedule(
+                    approx,
+                    Timer {
+                        leaf: e.block,
+                        slot,
+                    },
+                );
+            }
+            if approx != 0 && inner.caps.any() {
+                inner.log_and_enforce(slot, approx, e.block, usize::from(added), &guard);
+            }
+        }
+        Ok(())
     }
 
     /// Sizes and counters. Taken without stopping callers, so approximate while they run.

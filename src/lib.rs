@@ -59,6 +59,7 @@ mod hash;
 mod id_hasher;
 mod indexer;
 mod scores;
+mod snapshot;
 mod stats;
 mod tree;
 mod worker_key;
@@ -85,5 +86,6 @@ pub use hash::{
 pub use id_hasher::{IdBuildHasher, IdHasher};
 pub use indexer::ApproxKvIndexer;
 pub use scores::OverlapScores;
+pub use snapshot::{Snapshot, SnapshotEntry, SnapshotError};
 pub use stats::IndexStats;
 pub use worker_key::{WorkerKey, WorkerWithDpRank};

@@ -6,19 +6,20 @@
 //! probe per block, never holding a shard lock across blocks.
 
 pub(crate) mod claim;
+mod export;
 mod node;
 
 use crossbeam_epoch::Guard;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::hash::SeqChain;
 use crate::id_hasher::IdBuildHasher;
 use crate::scores::OverlapScores;
 use crate::workers::{Slot, Workers};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
+pub(crate) use export::LiveEntry;
 pub(crate) use node::Holder;
 use node::{Node, Outcome, Settle};
 
@@ -288,47 +289,6 @@ impl Tree {
             }
         }
         removed
-    }
-
-    /// Every live (block, worker) pair as a one-block `Stored` event, parents first.
-    pub(crate) fn dump<W: WorkerKey>(
-        &self,
-        now: u64,
-        workers: &Workers,
-        guard: &Guard,
-    ) -> Vec<RouterEvent<W>> {
-        let mut rows = Vec::new();
-        for node in self.nodes.iter() {
-            let seq = *node.key();
-            for holder in node.holders(guard) {
-                let c = holder.claim();
-                if !claim::live(c, now) {
-                    continue;
-                }
-                if let Some(worker) = workers.alive::<W>(holder.slot) {
-                    let left = (c & claim::EXACT == 0).then(|| claim::approx(c) - now);
-                    rows.push((node.depth, worker, seq, node.parent, node.local, left));
-                }
-            }
-        }
-        rows.sort_unstable_by_key(|r| (r.0, r.1, r.2));
-        rows.into_iter()
-            .zip(0u64..)
-            .map(
-                |((depth, worker, seq, parent, local, left), event_id)| RouterEvent {
-                    worker_id: worker,
-                    event_id,
-                    data: KvCacheEventData::Stored(KvCacheStoreData {
-                        parent_hash: (depth > 0).then_some(parent),
-                        blocks: vec![KvCacheStoredBlockData {
-                            block_hash: SequenceHash(seq),
-                            tokens_hash: local,
-                            expires_in: left.map(std::time::Duration::from_nanos),
-                        }],
-                    }),
-                },
-            )
-            .collect()
     }
 }
 

@@ -1,0 +1,112 @@
+//! Reading the whole tree out (dump, snapshot) and putting entries back (restore).
+
+use crossbeam_epoch::Guard;
+use dashmap::mapref::entry::Entry;
+
+use super::node::Node;
+use super::{claim, Tree};
+use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
+use crate::workers::{Slot, Workers};
+use crate::{LocalBlockHash, SequenceHash, WorkerKey};
+
+/// One live (block, worker) entry, with what it takes to put it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LiveEntry<W> {
+    pub(crate) depth: u32,
+    pub(crate) worker: W,
+    pub(crate) seq: SequenceHash,
+    pub(crate) parent: SequenceHash,
+    pub(crate) local: LocalBlockHash,
+    /// Whether a KV event stored it (no TTL).
+    pub(crate) exact: bool,
+    /// Nanoseconds left on its approximate claim (0 if none).
+    pub(crate) ttl_left: u64,
+}
+
+impl Tree {
+    /// Every entry live at `now` of a live worker, parents first (by depth), then by
+    /// worker and block. Reads shard after shard: not a snapshot while callers run.
+    pub(crate) fn live_entries<W: WorkerKey>(
+        &self,
+        now: u64,
+        workers: &Workers,
+        guard: &Guard,
+    ) -> Vec<LiveEntry<W>> {
+        let mut rows = Vec::new();
+        for node in self.nodes.iter() {
+            for holder in node.holders(guard) {
+                let c = holder.claim();
+                if !claim::live(c, now) {
+                    continue;
+                }
+                if let Some(worker) = workers.alive::<W>(holder.slot) {
+                    rows.push(LiveEntry {
+                        depth: node.depth,
+                        worker,
+                        seq: SequenceHash(*node.key()),
+                        parent: node.parent,
+                        local: node.local,
+                        exact: c & claim::EXACT != 0,
+                        ttl_left: claim::approx(c).saturating_sub(now),
+                    });
+                }
+            }
+        }
+        rows.sort_unstable_by_key(|r| (r.depth, r.worker, r.seq));
+        rows
+    }
+
+    /// Every live entry as a one-block `Stored` event, parents first.
+    pub(crate) fn dump<W: WorkerKey>(
+        &self,
+        now: u64,
+        workers: &Workers,
+        guard: &Guard,
+    ) -> Vec<RouterEvent<W>> {
+        let rows = self.live_entries::<W>(now, workers, guard);
+        rows.into_iter()
+            .zip(0u64..)
+            .map(|(row, event_id)| RouterEvent {
+                worker_id: row.worker,
+                event_id,
+                data: KvCacheEventData::Stored(KvCacheStoreData {
+                    parent_hash: (row.depth > 0).then_some(row.parent),
+                    blocks: vec![KvCacheStoredBlockData {
+                        block_hash: row.seq,
+                        tokens_hash: row.local,
+                        expires_in: (!row.exact)
+                            .then(|| std::time::Duration::from_nanos(row.ttl_left)),
+                    }],
+                }),
+            })
+            .collect()
+    }
+
+    /// Puts one entry back with the given claim (merged into an existing one). Returns
+    /// whether an entry was added.
+    pub(crate) fn restore_entry(
+        &self,
+        slot: Slot,
+        row: &LiveEntry<impl Sized>,
+        restored_claim: u64,
+        guard: &Guard,
+    ) -> bool {
+        let merge = |c: u64| {
+            (c | (restored_claim & claim::EXACT))
+                | claim::approx(c).max(claim::approx(restored_claim))
+        };
+        match self.nodes.entry(row.seq.0) {
+            Entry::Occupied(o) => o.get().upsert(slot, merge, guard),
+            Entry::Vacant(v) => {
+                v.insert(Node::new(
+                    row.parent,
+                    row.local,
+                    row.depth,
+                    slot,
+                    restored_claim,
+                ));
+                true
+            }
+        }
+    }
+}
