@@ -163,6 +163,23 @@ impl Inner {
         freed
     }
 
+    fn stats(&self) -> IndexStats {
+        let (entries, nodes) = (self.workers.total_entries(), self.tree.len());
+        let pending_timers = self.expiry.pending();
+        IndexStats {
+            entries,
+            nodes,
+            workers: self.workers.len(),
+            records: self.records.sum(),
+            finds: self.finds.sum(),
+            expirations: self.expirations.sum(),
+            evictions: self.evictions.sum(),
+            pending_timers,
+            estimated_bytes: self.tree.estimated_bytes(nodes, entries)
+                + pending_timers * crate::expiry::Expiry::BYTES_PER_TIMER,
+        }
+    }
+
     /// Removes every entry of dead slots that no timer will lead a walk to.
     fn purge_dead(&self) -> usize {
         let slots = self.workers.take_purges();
@@ -287,6 +304,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             let shared = Arc::clone(&inner);
             Sweeper::spawn(b.tick, move || {
                 shared.sweep();
+                #[cfg(feature = "metrics")]
+                crate::stats::publish(&shared.stats());
             })
         } else {
             Sweeper::none()
@@ -567,17 +586,17 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
 
     /// Sizes and counters. Taken without stopping callers, so approximate while they run.
     pub fn stats(&self) -> IndexStats {
-        let inner = &*self.inner;
-        IndexStats {
-            entries: inner.workers.total_entries(),
-            nodes: inner.tree.len(),
-            workers: inner.workers.len(),
-            records: inner.records.sum(),
-            finds: inner.finds.sum(),
-            expirations: inner.expirations.sum(),
-            evictions: inner.evictions.sum(),
-            pending_timers: inner.expiry.pending(),
-        }
+        self.inner.stats()
+    }
+
+    /// Publishes [`stats`](Self::stats) as `metrics` gauges (`approx_kv_index_entries`,
+    /// `_nodes`, `_workers`, `_pending_timers`, `_estimated_bytes`) and counters
+    /// (`_records_total`, `_finds_total`, `_expirations_total`, `_evictions_total`), so
+    /// they reach Prometheus or any other exporter the application installed. The
+    /// background sweeper also does this every tick.
+    #[cfg(feature = "metrics")]
+    pub fn publish_metrics(&self) {
+        crate::stats::publish(&self.stats());
     }
 
     /// Reclaims, now and on this thread, every entry whose TTL has passed by the clock's

@@ -21,6 +21,9 @@ pub struct IndexStats {
     pub evictions: u64,
     /// Prompts waiting in the timer wheel (one per recorded decision not yet swept).
     pub pending_timers: usize,
+    /// An estimate of the heap bytes the index holds: node map, holder arrays, pending
+    /// timers (allocator rounding and per-worker bookkeeping not counted).
+    pub estimated_bytes: usize,
 }
 
 /// A counter many threads bump without sharing a cache line: each thread adds to one of
@@ -55,4 +58,18 @@ fn stripe_of_this_thread() -> usize {
         static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
     }
     STRIPE.with(|s| *s)
+}
+
+/// Sets the `metrics` gauges and counters from `s` (see `ApproxKvIndexer::publish_metrics`).
+#[cfg(feature = "metrics")]
+pub(crate) fn publish(s: &IndexStats) {
+    metrics::gauge!("approx_kv_index_entries").set(s.entries as f64);
+    metrics::gauge!("approx_kv_index_nodes").set(s.nodes as f64);
+    metrics::gauge!("approx_kv_index_workers").set(s.workers as f64);
+    metrics::gauge!("approx_kv_index_pending_timers").set(s.pending_timers as f64);
+    metrics::gauge!("approx_kv_index_estimated_bytes").set(s.estimated_bytes as f64);
+    metrics::counter!("approx_kv_index_records_total").absolute(s.records);
+    metrics::counter!("approx_kv_index_finds_total").absolute(s.finds);
+    metrics::counter!("approx_kv_index_expirations_total").absolute(s.expirations);
+    metrics::counter!("approx_kv_index_evictions_total").absolute(s.evictions);
 }

@@ -301,3 +301,16 @@ fn stored(e: &RouterEvent) -> &KvCacheStoreData {
         other => panic!("a dump holds only Stored events, got {other:?}"),
     }
 }
+
+#[test]
+fn estimated_bytes_grow_with_entries_within_a_plausible_range() {
+    let (index, _clock) = manual_index(4, TTL);
+    let empty = index.stats().estimated_bytes;
+    for w in 0..10u64 {
+        index.process_routing_decision_for_request(&tokens(w as u32 * 4_000, 4_000), w);
+    }
+    let stats = index.stats();
+    assert_eq!(stats.entries, 10_000);
+    let per_entry = (stats.estimated_bytes - empty) / stats.entries;
+    assert!((40..400).contains(&per_entry), "{per_entry} bytes per entry");
+}

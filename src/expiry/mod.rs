@@ -31,6 +31,9 @@ pub(crate) struct Expiry {
 }
 
 impl Expiry {
+    /// Heap bytes of one pending timer (deadline and timer, in the queue or a wheel slot).
+    pub(crate) const BYTES_PER_TIMER: usize = std::mem::size_of::<(u64, Timer)>();
+
     pub(crate) fn new(tick_nanos: u64, ttl_nanos: u64) -> Self {
         Self {
             inbox: SegQueue::new(),

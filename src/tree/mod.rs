@@ -53,6 +53,14 @@ impl Tree {
         self.nodes.len()
     }
 
+    /// An estimate of the heap bytes held: the map's buckets (key, inline node, control
+    /// byte) at their current capacity, plus each node's holder array (16-byte header and
+    /// 16 bytes per entry, before allocator rounding).
+    pub(crate) fn estimated_bytes(&self, nodes: usize, entries: usize) -> usize {
+        let bucket = std::mem::size_of::<(u64, Node)>() + 1;
+        self.nodes.capacity() * bucket + nodes * 16 + entries * std::mem::size_of::<Holder>()
+    }
+
     /// For each live worker, the length of the leading run of `local` blocks it holds at `now`.
     pub(crate) fn find<W: WorkerKey>(
         &self,
