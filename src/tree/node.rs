@@ -1,16 +1,17 @@
 //! A tree node's payload: which worker slots hold the block, and until when.
 //!
 //! The holders are an immutable-shape array sorted by slot, published through a
-//! `crossbeam_epoch::Atomic`. Its *expiry* fields are atomics that refreshers raise in
-//! place; its *shape* (which slots are present) changes only by building a new array and
-//! swapping it in, which callers do only while holding the node's map-shard write lock.
+//! `crossbeam_epoch::Atomic`. Its *claim* fields (see `claim.rs`) are atomics that
+//! refreshers update in place; its *shape* (which slots are present) changes only by building
+//! a new array and swapping it in, which callers do only while holding the node's map-shard
+//! write lock.
 //!
 //! Protocol (see `docs/design.md`, "Epoch protocol"):
 //! - readers (find, dump) copy the array pointer under the shard read lock, drop the lock,
 //!   and read the array under an epoch guard;
-//! - refreshers raise an expiry with `fetch_max` while holding the shard *read* lock, so a
-//!   shape change (write lock) never runs concurrently and can never lose a refresh;
-//! - a shape change copies the current expiries into a new array, publishes it, and
+//! - refreshers update a claim atomically while holding the shard *read* lock, so a shape
+//!   change or walk (write lock) never runs concurrently and can never lose a refresh;
+//! - a shape change copies the current claims into a new array, publishes it, and
 //!   `defer_destroy`s the old one, which a pinned reader may still be reading.
 
 use std::mem::MaybeUninit;
