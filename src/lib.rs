@@ -42,6 +42,17 @@
 //! - [`stats`](ApproxKvIndexer::stats) and [`dump_events`](ApproxKvIndexer::dump_events)
 //!   are not snapshots: they read shard after shard while callers run.
 //!
+//! ## Beyond the basics
+//! - **Bounded memory:** [`Builder::max_blocks_per_worker`] and [`Builder::max_entries`]
+//!   evict least recently recorded decisions, deepest blocks first; with
+//!   `ttl(Duration::MAX)` the index mirrors each worker's LRU cache (capacity-only mode).
+//! - **Data-parallel ranks:** `ApproxKvIndexer<WorkerWithDpRank>` ([`WorkerWithDpRank`]).
+//! - **LoRA and tenant isolation:** [`HashSalt`] and the `*_salted` calls.
+//! - **Exact KV events** alongside the approximation: [`ApproxKvIndexer::apply_event`].
+//! - **Snapshot and restore** keeping TTLs: [`ApproxKvIndexer::snapshot`], [`Snapshot`].
+//! - **Observability:** [`ApproxKvIndexer::stats`]; with the `metrics` feature, the same as
+//!   `metrics` gauges and counters.
+//!
 //! ## Hash compatibility
 //! Block and sequence hashes equal those of `dynamo-kv-router` 1.6.1
 //! ([`compute_block_hash_for_seq`], [`compute_seq_hashes`]), so routers can move over
