@@ -293,7 +293,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             clock: b.clock,
             tree: Tree::new(),
             workers: Workers::new(caps.total.is_some(), !timers),
-            expiry: Expiry::new(tick_nanos, ttl_nanos.min(NEVER)),
+            expiry: Expiry::new(tick_nanos, if timers { ttl_nanos } else { 0 }),
             global_eviction: GlobalEviction::default(),
             records: StripedCounter::default(),
             finds: StripedCounter::default(),

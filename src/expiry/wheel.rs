@@ -18,9 +18,10 @@ pub(crate) struct TimerWheel<T> {
     len: usize,
 }
 
-/// Bounds on the slot count: at least a word of the bitmap, at most 64 Ki slots.
+/// Bounds on the slot count: at least a word of the bitmap, at most 4 Ki slots (96 KiB of
+/// empty slots; timers further out than a revolution are visited once per revolution).
 const MIN_SLOTS: u64 = 64;
-const MAX_SLOTS: u64 = 1 << 16;
+const MAX_SLOTS: u64 = 1 << 12;
 
 impl<T> TimerWheel<T> {
     /// A wheel of `tick_nanos`-long ticks, sized so that items due within `horizon_nanos`
