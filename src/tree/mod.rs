@@ -151,12 +151,20 @@ impl Tree {
         let mut added = 0;
         let mut parent = parent;
         let mut depth = parent.map_or(0, |p| self.depth_below(p));
+        // Once a block is missing, its descendants in this chain were missing too (unless a
+        // concurrent record races us, which the write-locked path handles): skip the
+        // read-locked probe so that a new block costs one map insert.
+        let mut past_the_known_prefix = false;
         for (local, seq) in blocks {
             // In place under the shard read lock: one probe, one atomic.
-            let done = self
-                .nodes
-                .get(&seq.0)
-                .is_some_and(|n| n.update_claim(slot, update, guard));
+            let done = !past_the_known_prefix
+                && match self.nodes.get(&seq.0) {
+                    Some(node) => node.update_claim(slot, update, guard),
+                    None => {
+                        past_the_known_prefix = true;
+                        false
+                    }
+                };
             if !done {
                 // Shape change under the shard write lock.
                 match self.nodes.entry(seq.0) {
