@@ -193,6 +193,7 @@ impl Inner {
                 log.clear();
             }
             self.workers.adjust_entries(slot, -(n as i64));
+            self.workers.purge_done(slot);
         }
         removed.iter().sum()
     }

@@ -6,16 +6,16 @@
 //! could still hold the old slot number (pinned before it died) has unpinned, which the
 //! epoch collector tells us by running a deferred closure.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
-use dashmap::DashMap;
-use parking_lot::Mutex;
 
 use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
+use crate::sync::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, DashMap, Mutex, Ordering,
+};
 use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
 /// A dense index standing for one registration of one worker.
@@ -47,6 +47,9 @@ struct SlotInfo {
     /// Whether an exact KV event ever stored an entry for this registration: such entries
     /// have no timer, so a dead slot with them needs a purge.
     had_exact: AtomicBool,
+    /// Queued for a purge: the slot must not be recycled until the purge has run, or the
+    /// purge would delete the entries of the slot's next owner.
+    purge_pending: AtomicBool,
     /// Recorded decisions, oldest first, kept only when a cap is configured.
     log: DecisionLog,
     /// The latest expiry handed out by [`Workers::unique_expiry`].
@@ -242,10 +245,28 @@ impl Workers {
         let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
         info.state.store(pack(generation, DEAD), Ordering::SeqCst);
         if self.purge_all_dead || info.had_exact.load(Ordering::SeqCst) {
-            self.to_purge.lock().push(slot);
+            self.queue_purge(slot, info);
         }
         if info.entries.load(Ordering::SeqCst) <= 0 {
             self.schedule_reclaim(slot, generation);
+        }
+    }
+
+    fn queue_purge(&self, slot: Slot, info: &SlotInfo) {
+        if !info.purge_pending.swap(true, Ordering::SeqCst) {
+            self.to_purge.lock().push(slot);
+        }
+    }
+
+    /// The purge of `slot` has run: it may be recycled once its entries are gone.
+    pub(crate) fn purge_done(self: &Arc<Self>, slot: Slot) {
+        let Some(info) = self.slots.get(slot) else {
+            return;
+        };
+        info.purge_pending.store(false, Ordering::SeqCst);
+        let state = info.state.load(Ordering::SeqCst);
+        if state & STATE_MASK == DEAD && info.entries.load(Ordering::SeqCst) <= 0 {
+            self.schedule_reclaim(slot, state >> STATE_BITS);
         }
     }
 
@@ -256,7 +277,7 @@ impl Workers {
                 && info.state.load(Ordering::SeqCst) & STATE_MASK == DEAD
             {
                 // The worker was removed while this event was being applied.
-                self.to_purge.lock().push(slot);
+                self.queue_purge(slot, info);
             }
         }
     }
@@ -363,6 +384,9 @@ impl Workers {
         };
         if info.entries.load(Ordering::SeqCst) > 0 {
             return; // a late recorder added entries: the sweeper will free them, then retry
+        }
+        if info.purge_pending.load(Ordering::SeqCst) {
+            return; // `purge_done` retries
         }
         if info
             .state

@@ -1,0 +1,266 @@
+//! Property tests: random operation sequences run on an index and on the sequential
+//! reference model (`tests/support/model.rs`) with one `ManualClock`; after every step
+//! every find, the dump and the stats must agree with the model (`tests/support/harness.rs`).
+//!
+//! Case counts are modest so `cargo test` stays fast; raise them with `PROPTEST_CASES`.
+
+mod support;
+
+use std::time::Duration;
+
+use approx_kv_index::{
+    compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash, SequenceHash, WorkerId,
+};
+use proptest::prelude::*;
+use support::harness::{Harness, Op};
+
+/// `PROPTEST_CASES` if set, else `default`.
+fn config(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
+/// A few workers and the extreme id.
+fn worker() -> impl Strategy<Value = WorkerId> {
+    prop_oneof![4 => 0u64..4, 1 => Just(u64::MAX)]
+}
+
+/// Prompts over a 3-token alphabet, so they share prefixes often.
+fn tokens() -> impl Strategy<Value = Vec<u32>> {
+    prop::collection::vec(0u32..3, 0..20)
+}
+
+fn local() -> impl Strategy<Value = Vec<LocalBlockHash>> {
+    prop::collection::vec((0u64..6).prop_map(LocalBlockHash), 0..6)
+}
+
+/// Sequence hashes: chained from `local` (consistent), or of another length.
+fn recorded_hashes() -> impl Strategy<Value = Op> {
+    (worker(), local(), 0usize..8, any::<bool>()).prop_map(|(worker, local, len, mismatch)| {
+        let mut seq = compute_seq_hashes(&local);
+        if mismatch {
+            seq.resize(len, SequenceHash(len as u64));
+        }
+        Op::RecordHashes { worker, local, seq }
+    })
+}
+
+/// Arbitrary (usually inconsistent) sequence hashes of the same length.
+fn garbage_hashes() -> impl Strategy<Value = Op> {
+    (worker(), local(), prop::collection::vec(0u64..6, 6)).prop_map(|(worker, local, raw)| {
+        let seq = raw[..local.len()]
+            .iter()
+            .map(|&h| SequenceHash(h))
+            .collect();
+        Op::RecordHashes { worker, local, seq }
+    })
+}
+
+/// The blocks `from..to` (clamped) of a prompt: local hashes, sequence hashes, parent.
+type Blocks = (Vec<LocalBlockHash>, Vec<SequenceHash>, Option<SequenceHash>);
+
+fn blocks(tokens: &[u32], block_size: u32, from: usize, to: usize) -> Blocks {
+    let local = compute_block_hash_for_seq(tokens, block_size);
+    let seq = compute_seq_hashes(&local);
+    let to = to.min(local.len());
+    let from = from.min(to);
+    let parent = from.checked_sub(1).map(|i| seq[i]);
+    (local[from..to].to_vec(), seq[from..to].to_vec(), parent)
+}
+
+/// KV events on blocks of prompts like the recorded ones: `Stored` (a run of a prompt's
+/// blocks, chained from the block before), `Removed` (a run), `Cleared`.
+fn events(block_size: u32) -> impl Strategy<Value = Op> {
+    let run = || (worker(), tokens(), 0usize..8, 0usize..8);
+    prop_oneof![
+        3 => run().prop_map(move |(worker, tokens, from, to)| {
+            let (local, seq, parent) = blocks(&tokens, block_size, from, to);
+            Op::Stored { worker, parent, local, seq }
+        }),
+        3 => run().prop_map(move |(worker, tokens, from, to)| {
+            let (_, seq, _) = blocks(&tokens, block_size, from, to);
+            Op::Removed { worker, seq }
+        }),
+        1 => worker().prop_map(Op::Cleared),
+    ]
+}
+
+/// A `Stored` event with arbitrary parent and sequence hashes.
+fn garbage_event() -> impl Strategy<Value = Op> {
+    (
+        worker(),
+        local(),
+        prop::collection::vec(0u64..6, 6),
+        prop::option::of(0u64..6),
+    )
+        .prop_map(|(worker, local, raw, parent)| {
+            let seq = raw[..local.len()]
+                .iter()
+                .map(|&h| SequenceHash(h))
+                .collect();
+            let parent = parent.map(SequenceHash);
+            Op::Stored {
+                worker,
+                parent,
+                local,
+                seq,
+            }
+        })
+}
+
+/// An operation; clock steps are fractions of the TTL, now and then a long leap.
+/// `garbage` adds hashes that do not chain; `exact` adds KV events.
+fn op(block_size: u32, ttl: u64, garbage: bool, exact: bool) -> impl Strategy<Value = Op> {
+    let hashes = if garbage {
+        prop_oneof![garbage_hashes(), garbage_event()].boxed()
+    } else {
+        recorded_hashes().boxed()
+    };
+    let events = if exact {
+        events(block_size).boxed()
+    } else {
+        Just(Op::Sweep).boxed()
+    };
+    prop_oneof![
+        5 => (worker(), tokens(), 0u8..3).prop_map(|(worker, tokens, salt)| Op::Record { worker, tokens, salt }),
+        1 => hashes,
+        2 => events,
+        5 => (tokens(), 0u8..3).prop_map(|(tokens, salt)| Op::Find { tokens, salt }),
+        1 => local().prop_map(|local| Op::FindHashes { local }),
+        1 => worker().prop_map(Op::RemoveWorker),
+        3 => (0u64..=1500).prop_map(move |permille| Op::Advance(ttl.min(1 << 50) * permille / 1000 + permille % 3)),
+        1 => (0u64..1 << 40).prop_map(Op::Advance),
+        2 => Just(Op::Sweep),
+        1 => Just(Op::Shutdown),
+        1 => Just(Op::SnapshotRestore),
+    ]
+}
+
+/// Block size, TTL and tick (nanoseconds). The 200 µs TTL on a 1 ns tick needs more
+/// than the wheel's 64 Ki slots, so the wheel wraps; `u64::MAX` ns is "never" (no timers).
+fn settings() -> impl Strategy<Value = (u32, u64, u64)> {
+    (
+        1u32..=3,
+        prop_oneof![
+            6 => 1u64..60,
+            2 => 1_000u64..100_000,
+            1 => Just(200_000u64),
+            1 => Just(u64::MAX),
+        ],
+        prop_oneof![1u64..20, Just(1u64)],
+    )
+}
+
+fn run(block_size: u32, ttl: u64, tick: u64, background: bool, ops: &[Op]) -> Harness {
+    let tick = Duration::from_nanos(tick);
+    let mut h = Harness::new(block_size, Duration::from_nanos(ttl), tick, background);
+    for op in ops {
+        h.apply(op);
+    }
+    h.finish();
+    h
+}
+
+/// Settings and a sequence of up to `len` operations.
+fn scenario(
+    garbage: bool,
+    exact: bool,
+    len: usize,
+) -> impl Strategy<Value = ((u32, u64, u64), Vec<Op>)> {
+    settings().prop_flat_map(move |s| {
+        let ops = prop::collection::vec(op(s.0, s.1, garbage, exact), 1..len);
+        (Just(s), ops)
+    })
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// Routing decisions only: every find equals the model's answer; dump and stats agree
+    /// with it; after everything expires and is swept the index is empty.
+    #[test]
+    fn index_matches_model(((block, ttl, tick), ops) in scenario(false, false, 60)) {
+        let h = run(block, ttl, tick, false, &ops);
+        prop_assert!(h.consistent);
+    }
+
+    /// Decisions and exact KV events (`Stored`, `Removed`, `Cleared`) mixed.
+    #[test]
+    fn index_matches_model_with_kv_events(((block, ttl, tick), ops) in scenario(false, true, 60)) {
+        let h = run(block, ttl, tick, false, &ops);
+        prop_assert!(h.consistent);
+    }
+
+    /// Precomputed hashes and events whose sequence hashes do not chain: finds and dumps
+    /// still equal the model's (only the stats upper bounds are not checked).
+    #[test]
+    fn inconsistent_hashes_still_read_exactly(((block, ttl, tick), ops) in scenario(true, true, 40)) {
+        run(block, ttl, tick, false, &ops);
+    }
+
+    /// Everything recorded expires and is reclaimed: `stats().entries` returns to 0.
+    #[test]
+    fn entries_return_to_zero(
+        prompts in prop::collection::vec((worker(), tokens()), 1..40),
+        removed in prop::collection::vec(worker(), 0..3),
+    ) {
+        let mut h = Harness::new(2, Duration::from_secs(10), Duration::from_secs(1), false);
+        for (i, (worker, tokens)) in prompts.into_iter().enumerate() {
+            h.apply(&Op::Record { worker, tokens, salt: 0 });
+            h.apply(&Op::Advance(i as u64 * 1_000_000));
+        }
+        for worker in removed {
+            h.apply(&Op::RemoveWorker(worker));
+        }
+        h.apply(&Op::Advance(10_000_000_000));
+        h.apply(&Op::Sweep);
+        let stats = h.index.stats();
+        prop_assert_eq!((stats.entries, stats.nodes, stats.pending_timers), (0, 0, 0));
+    }
+}
+
+proptest! {
+    #![proptest_config(config(8))]
+
+    /// As `index_matches_model_with_kv_events`, with the background sweeper reclaiming
+    /// concurrently (1 ms real ticks on the manual clock): reads stay exact, stats within
+    /// bounds.
+    #[test]
+    fn index_matches_model_with_background_sweeper(
+        ops in prop::collection::vec(op(2, 5_000_000, false, true), 1..60)
+    ) {
+        run(2, 5_000_000, 1_000_000, true, &ops);
+    }
+}
+
+/// Found by `index_matches_model_with_kv_events`: a removed worker whose slot had exact
+/// entries is queued for a purge by slot number; if the slot has no entries left it is
+/// recycled at once, and the purge then deletes the entries of the worker that got it.
+#[test]
+fn purge_does_not_hit_a_recycled_slot() {
+    use approx_kv_index::{KvCacheEventData, KvCacheStoreData, RouterEvent};
+    let h = Harness::new(1, Duration::from_secs(10), Duration::from_secs(1), false);
+    let empty_store = KvCacheEventData::Stored(KvCacheStoreData {
+        parent_hash: None,
+        blocks: Vec::new(),
+    });
+    h.index.apply_event(&RouterEvent {
+        worker_id: 3,
+        event_id: 0,
+        data: empty_store,
+    });
+    h.index.remove_worker(3); // no entries: the slot is recycled once the epoch moves on
+    for _ in 0..1_000 {
+        h.index.find_matches(&[]); // each find pins the epoch, which runs deferred work
+    }
+    h.index.process_routing_decision_for_request(&[1, 2], 2); // likely takes the slot
+    h.index.sweep_expired();
+    let found = h.index.find_matches_for_request(&[1, 2]);
+    assert_eq!(found.scores.get(&2), Some(&2), "worker 2's fresh decision is gone");
+}
