@@ -11,8 +11,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
-use parking_lot::Mutex;
-
+use crate::sync::Mutex;
 use crate::SequenceHash;
 
 /// A worker slot's recorded decisions, oldest first.

@@ -72,6 +72,7 @@ mod indexer;
 mod scores;
 mod snapshot;
 mod stats;
+mod sync;
 mod tree;
 mod worker_key;
 mod workers;

@@ -9,9 +9,7 @@
 pub(crate) mod sweeper;
 pub(crate) mod wheel;
 
-use crossbeam_queue::SegQueue;
-use parking_lot::Mutex;
-
+use crate::sync::{Mutex, SegQueue};
 use crate::workers::Slot;
 use crate::SequenceHash;
 use wheel::TimerWheel;

@@ -15,11 +15,11 @@
 //!   `defer_destroy`s the old one, which a pinned reader may still be reading.
 
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 
 use super::claim;
+use crate::sync::{AtomicU64, Ordering};
 use crate::workers::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
