@@ -239,9 +239,10 @@ proptest! {
     }
 }
 
-/// Found by `index_matches_model_with_kv_events`: a removed worker whose slot had exact
-/// entries is queued for a purge by slot number; if the slot has no entries left it is
-/// recycled at once, and the purge then deletes the entries of the worker that got it.
+/// Regression (found by `index_matches_model_with_kv_events`, fixed in 39c02a3): a
+/// removed worker whose slot had exact entries was queued for a purge by slot number; the
+/// slot, having no entries left, was recycled at once, and the purge then deleted the
+/// entries of the worker that got it.
 #[test]
 fn purge_does_not_hit_a_recycled_slot() {
     use approx_kv_index::{KvCacheEventData, KvCacheStoreData, RouterEvent};
@@ -262,5 +263,9 @@ fn purge_does_not_hit_a_recycled_slot() {
     h.index.process_routing_decision_for_request(&[1, 2], 2); // likely takes the slot
     h.index.sweep_expired();
     let found = h.index.find_matches_for_request(&[1, 2]);
-    assert_eq!(found.scores.get(&2), Some(&2), "worker 2's fresh decision is gone");
+    assert_eq!(
+        found.scores.get(&2),
+        Some(&2),
+        "worker 2's fresh decision is gone"
+    );
 }

@@ -9,30 +9,49 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approx_kv_index::{
-    compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, Clock, KvCacheEventData,
-    LocalBlockHash, ManualClock, RecordError, SequenceHash, WorkerId,
+    compute_block_hash_for_seq_salted, compute_seq_hashes, ApproxKvIndexer, Clock, HashSalt,
+    KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash,
+    ManualClock, RecordError, RouterEvent, SequenceHash, Snapshot, WorkerId, XXH3_SEED,
 };
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use super::model::{nanos, Model};
+use super::model::{nanos, Model, NEVER};
 
-/// The clock is kept below this (~146 years): at `u64::MAX` the timer wheel can no longer
-/// advance, a known edge far outside any router's lifetime (see docs/testing.md).
-pub const CLOCK_CAP: u64 = 1 << 62;
+/// The clock is kept below this (~73 years), under the TTL the index takes as "never".
+pub const CLOCK_CAP: u64 = 1 << 61;
 
 /// One step of a test run.
 #[derive(Debug, Clone)]
 pub enum Op {
-    /// `process_routing_decision_for_request(tokens, worker)`.
-    Record { worker: WorkerId, tokens: Vec<u32> },
+    /// `process_routing_decision_for_request_salted(tokens, worker, salt(salt))`.
+    Record {
+        worker: WorkerId,
+        tokens: Vec<u32>,
+        salt: u8,
+    },
     /// `process_routing_decision(worker, local, seq)`; `seq` may be of another length or
-    /// inconsistent with `local`.
+    /// not chained from `local`.
     RecordHashes {
         worker: WorkerId,
         local: Vec<LocalBlockHash>,
         seq: Vec<SequenceHash>,
     },
-    /// `find_matches_for_request(tokens)`.
-    Find { tokens: Vec<u32> },
+    /// A `Stored` KV event for blocks `(local[i], seq[i])` chained from `parent`.
+    Stored {
+        worker: WorkerId,
+        parent: Option<SequenceHash>,
+        local: Vec<LocalBlockHash>,
+        seq: Vec<SequenceHash>,
+    },
+    /// A `Removed` KV event.
+    Removed {
+        worker: WorkerId,
+        seq: Vec<SequenceHash>,
+    },
+    /// A `Cleared` KV event.
+    Cleared(WorkerId),
+    /// `find_matches_for_request_salted(tokens, salt(salt))`.
+    Find { tokens: Vec<u32>, salt: u8 },
     /// `find_matches(local)`.
     FindHashes { local: Vec<LocalBlockHash> },
     /// `remove_worker(worker)`.
@@ -43,6 +62,54 @@ pub enum Op {
     Sweep,
     /// `shutdown()`: the index must keep working.
     Shutdown,
+    /// `snapshot()`, through bytes and back, `restore`d into a fresh index on the same
+    /// clock, which replaces the old one.
+    SnapshotRestore,
+}
+
+/// Salt 0 is none; 1 a LoRA adapter; others a cache namespace.
+pub fn salt(n: u8) -> HashSalt {
+    match n {
+        0 => HashSalt::NONE,
+        1 => HashSalt::new(Some("adapter"), None),
+        _ => HashSalt::new(None, Some("tenant")),
+    }
+}
+
+/// The sequence hashes of blocks `local` chained after `parent`.
+pub fn chain_from(parent: Option<SequenceHash>, local: &[LocalBlockHash]) -> Vec<SequenceHash> {
+    let mut prev = parent;
+    local
+        .iter()
+        .map(|l| {
+            let next = match prev {
+                None => l.0,
+                Some(p) => {
+                    let bytes = [p.0.to_le_bytes(), l.0.to_le_bytes()].concat();
+                    xxh3_64_with_seed(&bytes, XXH3_SEED)
+                }
+            };
+            prev = Some(SequenceHash(next));
+            SequenceHash(next)
+        })
+        .collect()
+}
+
+fn build(
+    block_size: u32,
+    ttl: Duration,
+    tick: Duration,
+    clock: &Arc<ManualClock>,
+    background: bool,
+) -> ApproxKvIndexer {
+    ApproxKvIndexer::builder()
+        .block_size(block_size)
+        .ttl(ttl)
+        .tick(tick)
+        .clock(clock.clone())
+        .background_sweeper(background)
+        .build()
+        .expect("valid settings")
 }
 
 /// An index, its model, and the clock they share.
@@ -54,9 +121,13 @@ pub struct Harness {
     /// The reference.
     pub model: Model,
     ttl: u64,
+    tick: Duration,
     background: bool,
-    /// False once precomputed sequence hashes that do not chain from their local hashes
-    /// were recorded: the sweeper's walks then follow other prompts' parents and may miss
+    records: u64,
+    finds: u64,
+    events: u64,
+    /// False once hashes were recorded or stored that do not chain (sequence from local
+    /// and parent): the sweeper's walks then follow other prompts' parents and may miss
     /// entries (see docs/testing.md), so only reads are compared from then on.
     pub consistent: bool,
 }
@@ -66,20 +137,17 @@ impl Harness {
     /// enabled (it then sweeps at real-time ticks of `tick` on the manual clock).
     pub fn new(block_size: u32, ttl: Duration, tick: Duration, background: bool) -> Self {
         let clock = Arc::new(ManualClock::new());
-        let index = ApproxKvIndexer::builder()
-            .block_size(block_size)
-            .ttl(ttl)
-            .tick(tick)
-            .clock(clock.clone())
-            .background_sweeper(background)
-            .build()
-            .expect("valid settings");
+        let index = build(block_size, ttl, tick, &clock, background);
         Self {
             clock,
             index,
             model: Model::new(ttl),
             ttl: nanos(ttl),
+            tick,
             background,
+            records: 0,
+            finds: 0,
+            events: 0,
             consistent: true,
         }
     }
@@ -88,19 +156,32 @@ impl Harness {
         nanos(self.clock.now())
     }
 
-    fn local(&self, tokens: &[u32]) -> Vec<LocalBlockHash> {
-        compute_block_hash_for_seq(tokens, self.index.block_size())
+    fn event(&mut self, worker: WorkerId, data: KvCacheEventData) {
+        self.events += 1;
+        let event = RouterEvent {
+            worker_id: worker,
+            event_id: self.events,
+            data,
+        };
+        self.index.apply_event(&event);
     }
 
     /// Applies `op` to both and checks that they agree.
     pub fn apply(&mut self, op: &Op) {
         let now = self.now();
+        let block_size = self.index.block_size();
         match op {
-            Op::Record { worker, tokens } => {
+            Op::Record {
+                worker,
+                tokens,
+                salt: s,
+            } => {
+                let (w, s) = (*worker, salt(*s));
                 self.index
-                    .process_routing_decision_for_request(tokens, *worker);
-                let seq = compute_seq_hashes(&self.local(tokens));
-                self.model.record(now, *worker, &seq);
+                    .process_routing_decision_for_request_salted(tokens, w, s);
+                let local = compute_block_hash_for_seq_salted(tokens, block_size, s);
+                self.model.record(now, w, &compute_seq_hashes(&local));
+                self.records += u64::from(!local.is_empty());
             }
             Op::RecordHashes { worker, local, seq } => {
                 let got = self.index.process_routing_decision(*worker, local, seq);
@@ -108,6 +189,7 @@ impl Harness {
                     assert_eq!(got, Ok(()), "{op:?}");
                     self.model.record(now, *worker, seq);
                     self.consistent &= *seq == compute_seq_hashes(local);
+                    self.records += u64::from(!seq.is_empty());
                 } else {
                     let want = RecordError::LengthMismatch {
                         local: local.len(),
@@ -116,8 +198,48 @@ impl Harness {
                     assert_eq!(got, Err(want), "{op:?}");
                 }
             }
-            Op::Find { tokens } => self.check_find(&self.local(tokens)),
-            Op::FindHashes { local } => self.check_find(local),
+            Op::Stored {
+                worker,
+                parent,
+                local,
+                seq,
+            } => {
+                self.consistent &= *seq == chain_from(*parent, local);
+                let blocks = local.iter().zip(seq).map(|(&tokens_hash, &block_hash)| {
+                    KvCacheStoredBlockData {
+                        block_hash,
+                        tokens_hash,
+                        expires_in: None,
+                    }
+                });
+                let data = KvCacheStoreData {
+                    parent_hash: *parent,
+                    blocks: blocks.collect(),
+                };
+                self.event(*worker, KvCacheEventData::Stored(data));
+                self.model.stored(*worker, seq);
+            }
+            Op::Removed { worker, seq } => {
+                let data = KvCacheRemoveData {
+                    block_hashes: seq.clone(),
+                };
+                self.event(*worker, KvCacheEventData::Removed(data));
+                self.model.removed(*worker, seq);
+            }
+            Op::Cleared(worker) => {
+                self.event(*worker, KvCacheEventData::Cleared);
+                self.model.remove_worker(*worker);
+            }
+            Op::Find { tokens, salt: s } => {
+                self.finds += 1;
+                let local = compute_block_hash_for_seq_salted(tokens, block_size, salt(*s));
+                let got = self.index.find_matches_for_request_salted(tokens, salt(*s));
+                self.check_find(&local, got);
+            }
+            Op::FindHashes { local } => {
+                self.finds += 1;
+                self.check_find(local, self.index.find_matches(local));
+            }
             Op::RemoveWorker(worker) => {
                 self.index.remove_worker(*worker);
                 self.model.remove_worker(*worker);
@@ -136,23 +258,32 @@ impl Harness {
                 }
             }
             Op::Shutdown => self.index.shutdown(),
+            Op::SnapshotRestore => {
+                let snapshot = self.index.snapshot();
+                let bytes = snapshot.to_bytes();
+                assert_eq!(Snapshot::from_bytes(&bytes).as_ref(), Ok(&snapshot));
+                let ttl = Duration::from_nanos(self.ttl);
+                let fresh = build(block_size, ttl, self.tick, &self.clock, self.background);
+                fresh.restore(&snapshot).expect("same block size");
+                self.index = fresh;
+                self.model = self.model.restored(now);
+                (self.records, self.finds) = (0, 0);
+            }
         }
         self.check_state();
     }
 
-    /// One find on both; scores must be equal, tree sizes within the model's bounds.
-    fn check_find(&self, local: &[LocalBlockHash]) {
+    /// Scores must equal the model's, tree sizes lie within its bounds.
+    fn check_find(&self, local: &[LocalBlockHash], got: approx_kv_index::OverlapScores) {
         let now = self.now();
-        let got = self.index.find_matches(local);
         let want = self.model.scores(now, local);
         let got_scores: BTreeMap<_, _> = got.scores.iter().map(|(&w, &s)| (w, s)).collect();
-        let want_scores: BTreeMap<_, _> = want.into_iter().collect();
-        assert_eq!(got_scores, want_scores, "scores at t={now} for {local:?}");
+        assert_eq!(got_scores, want, "scores at t={now} for {local:?}");
         let mut sized: Vec<_> = got.tree_sizes.keys().copied().collect();
         sized.sort_unstable();
         assert_eq!(
             sized,
-            got_scores.keys().copied().collect::<Vec<_>>(),
+            want.keys().copied().collect::<Vec<_>>(),
             "tree_sizes keys"
         );
         for (&w, &size) in &got.tree_sizes {
@@ -178,16 +309,15 @@ impl Harness {
             assert_eq!(data.blocks.len(), 1, "one block per dumped event");
             let block = data.blocks[0];
             let key = (event.worker_id, block.block_hash.0);
-            // Only routing decisions here: every dumped block has a TTL.
-            let left = nanos(block.expires_in.expect("approximate entries have a TTL"));
+            let left = block.expires_in.map(nanos);
             assert!(dumped.insert(key, left).is_none(), "duplicate {key:?}");
-            if let (true, Some(parent)) = (self.consistent, data.parent_hash) {
-                // Parents first: a live child implies a live parent, dumped earlier.
-                let earlier = events[..i].iter().any(|e| {
-                    let KvCacheEventData::Stored(d) = &e.data else {
-                        return false;
-                    };
-                    e.worker_id == event.worker_id && d.blocks[0].block_hash == parent
+            if let (true, 0, Some(parent)) = (self.consistent, self.events, data.parent_hash) {
+                // Decisions only: a live child implies a live parent, dumped earlier.
+                let earlier = events[..i].iter().any(|e| match &e.data {
+                    KvCacheEventData::Stored(d) => {
+                        e.worker_id == event.worker_id && d.blocks[0].block_hash == parent
+                    }
+                    _ => false,
                 });
                 assert!(earlier, "parent of {event:?} not dumped before it");
             }
@@ -196,18 +326,29 @@ impl Harness {
 
         let stats = self.index.stats();
         assert_eq!(stats.workers, self.model.workers(), "registered workers");
+        assert_eq!((stats.records, stats.finds), (self.records, self.finds));
         let low = self.model.live_count(now, None);
         assert!(low <= stats.entries, "{stats:?}: fewer than {low} live");
-        assert!(stats.nodes <= stats.entries, "{stats:?}: a node without holders");
+        assert!(
+            stats.nodes <= stats.entries,
+            "{stats:?}: a node without holders"
+        );
         if self.consistent {
             let high = self.model.stored_count(None);
             assert!(stats.entries <= high, "{stats:?}: more than {high} stored");
         }
     }
 
-    /// Lets everything expire, sweeps, and checks the index is empty (when consistent).
+    /// Lets everything expire and sweeps; then removes every worker and sweeps again.
+    /// Unless inconsistent hashes were recorded, the index must then be empty.
     pub fn finish(&mut self) {
-        self.apply(&Op::Advance(self.ttl));
+        if self.ttl < NEVER {
+            self.apply(&Op::Advance(self.ttl));
+        }
+        self.apply(&Op::Sweep);
+        for worker in self.model.worker_ids() {
+            self.apply(&Op::RemoveWorker(worker));
+        }
         self.apply(&Op::Sweep);
         let stats = self.index.stats();
         // The model is empty unless the clock hit its cap before everything expired.

@@ -1,0 +1,210 @@
+//! Differential fuzzing: random operations on an index and on the sequential reference
+//! model (`tests/support/model.rs`) with the same `ManualClock`; every find, dump and
+//! stats reading is compared after every step (`tests/support/harness.rs`).
+#![no_main]
+
+use std::time::Duration;
+
+use approx_kv_index::{
+    compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash, SequenceHash, WorkerId,
+};
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+
+#[allow(dead_code)]
+#[path = "../../tests/support/model.rs"]
+mod model;
+
+#[allow(dead_code)]
+#[path = "../../tests/support/harness.rs"]
+mod harness;
+
+use harness::{Harness, Op};
+
+#[derive(Debug, Arbitrary)]
+struct Input {
+    block_size: u8,
+    ttl: u16,
+    tick: u8,
+    ops: Vec<FuzzOp>,
+}
+
+#[derive(Debug, Arbitrary)]
+enum FuzzOp {
+    Record {
+        worker: u8,
+        tokens: Vec<u8>,
+        salt: u8,
+    },
+    /// `seq: None` records the hashes chained from `local`; `Some` records garbage.
+    RecordHashes {
+        worker: u8,
+        local: Vec<u8>,
+        seq: Option<Vec<u8>>,
+    },
+    /// A `Stored` event for blocks `from..to` of a prompt, chained from the block before.
+    Stored {
+        worker: u8,
+        tokens: Vec<u8>,
+        from: u8,
+        to: u8,
+    },
+    /// A `Stored` event with arbitrary parent and sequence hashes.
+    StoredGarbage {
+        worker: u8,
+        parent: Option<u8>,
+        local: Vec<u8>,
+        seq: Vec<u8>,
+    },
+    Removed {
+        worker: u8,
+        tokens: Vec<u8>,
+        from: u8,
+        to: u8,
+    },
+    Cleared(u8),
+    Find {
+        tokens: Vec<u8>,
+        salt: u8,
+    },
+    FindHashes {
+        local: Vec<u8>,
+    },
+    RemoveWorker(u8),
+    Advance(u16),
+    Leap(u64),
+    Sweep,
+    Shutdown,
+    SnapshotRestore,
+}
+
+/// A few workers, and the extreme id.
+fn worker(w: u8) -> WorkerId {
+    if w == u8::MAX {
+        WorkerId::MAX
+    } else {
+        WorkerId::from(w % 6)
+    }
+}
+
+/// Tokens from a tiny alphabet, so prompts share prefixes.
+fn tokens(t: &[u8]) -> Vec<u32> {
+    t.iter().map(|&x| u32::from(x % 4)).collect()
+}
+
+fn hashes(h: &[u8]) -> Vec<LocalBlockHash> {
+    h.iter()
+        .map(|&x| LocalBlockHash(u64::from(x % 8)))
+        .collect()
+}
+
+fn seqs(h: &[u8]) -> Vec<SequenceHash> {
+    h.iter().map(|&x| SequenceHash(u64::from(x % 8))).collect()
+}
+
+/// Blocks `from..to` (clamped) of a prompt: local and sequence hashes, and the parent.
+fn blocks(
+    t: &[u8],
+    block_size: u32,
+    from: u8,
+    to: u8,
+) -> (Vec<LocalBlockHash>, Vec<SequenceHash>, Option<SequenceHash>) {
+    let local = compute_block_hash_for_seq(&tokens(t), block_size);
+    let seq = compute_seq_hashes(&local);
+    let to = usize::from(to).min(local.len());
+    let from = usize::from(from).min(to);
+    let parent = from.checked_sub(1).map(|i| seq[i]);
+    (local[from..to].to_vec(), seq[from..to].to_vec(), parent)
+}
+
+fuzz_target!(|input: Input| {
+    let block_size = 1 + u32::from(input.block_size % 4);
+    // Mostly short TTLs (small wheels, fast runs); some long enough that the wheel is
+    // clamped to 64 Ki slots and wraps; and the longest.
+    let ttl = match input.ttl {
+        u16::MAX => Duration::MAX,
+        t if t >= 0xF000 => Duration::from_nanos(u64::from(t) << 8),
+        t => Duration::from_nanos(1 + u64::from(t % 512)),
+    };
+    let tick = Duration::from_nanos(1 + u64::from(input.tick % 64));
+    let mut h = Harness::new(block_size, ttl, tick, false);
+    for op in &input.ops {
+        let op = match op {
+            FuzzOp::Record {
+                worker: w,
+                tokens: t,
+                salt,
+            } => Op::Record {
+                worker: worker(*w),
+                tokens: tokens(t),
+                salt: *salt,
+            },
+            FuzzOp::RecordHashes {
+                worker: w,
+                local,
+                seq,
+            } => {
+                let local = hashes(local);
+                let seq = match seq {
+                    None => compute_seq_hashes(&local),
+                    Some(s) => seqs(s),
+                };
+                Op::RecordHashes {
+                    worker: worker(*w),
+                    local,
+                    seq,
+                }
+            }
+            FuzzOp::Stored {
+                worker: w,
+                tokens: t,
+                from,
+                to,
+            } => {
+                let (local, seq, parent) = blocks(t, block_size, *from, *to);
+                Op::Stored {
+                    worker: worker(*w),
+                    parent,
+                    local,
+                    seq,
+                }
+            }
+            FuzzOp::StoredGarbage {
+                worker: w,
+                parent,
+                local,
+                seq,
+            } => Op::Stored {
+                worker: worker(*w),
+                parent: parent.map(|p| SequenceHash(u64::from(p % 8))),
+                local: hashes(local),
+                seq: seqs(&seq[..seq.len().min(local.len())]),
+            },
+            FuzzOp::Removed {
+                worker: w,
+                tokens: t,
+                from,
+                to,
+            } => Op::Removed {
+                worker: worker(*w),
+                seq: blocks(t, block_size, *from, *to).1,
+            },
+            FuzzOp::Cleared(w) => Op::Cleared(worker(*w)),
+            FuzzOp::Find { tokens: t, salt } => Op::Find {
+                tokens: tokens(t),
+                salt: *salt,
+            },
+            FuzzOp::FindHashes { local } => Op::FindHashes {
+                local: hashes(local),
+            },
+            FuzzOp::RemoveWorker(w) => Op::RemoveWorker(worker(*w)),
+            FuzzOp::Advance(n) => Op::Advance(u64::from(*n)),
+            FuzzOp::Leap(n) => Op::Advance(*n),
+            FuzzOp::Sweep => Op::Sweep,
+            FuzzOp::Shutdown => Op::Shutdown,
+            FuzzOp::SnapshotRestore => Op::SnapshotRestore,
+        };
+        h.apply(&op);
+    }
+    h.finish();
+});
