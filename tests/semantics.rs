@@ -312,5 +312,8 @@ fn estimated_bytes_grow_with_entries_within_a_plausible_range() {
     let stats = index.stats();
     assert_eq!(stats.entries, 10_000);
     let per_entry = (stats.estimated_bytes - empty) / stats.entries;
-    assert!((40..400).contains(&per_entry), "{per_entry} bytes per entry");
+    assert!(
+        (40..400).contains(&per_entry),
+        "{per_entry} bytes per entry"
+    );
 }
