@@ -225,6 +225,131 @@ proptest! {
     }
 }
 
+/// A capped index on a manual clock, without background sweeper.
+fn capped(
+    block_size: u32,
+    ttl: u64,
+    per_worker: Option<usize>,
+    total: Option<usize>,
+) -> (
+    approx_kv_index::ApproxKvIndexer,
+    std::sync::Arc<approx_kv_index::ManualClock>,
+) {
+    let clock = std::sync::Arc::new(approx_kv_index::ManualClock::new());
+    let mut b = approx_kv_index::ApproxKvIndexer::builder()
+        .block_size(block_size)
+        .ttl(Duration::from_nanos(ttl))
+        .clock(clock.clone())
+        .background_sweeper(false);
+    if let Some(cap) = per_worker {
+        b = b.max_blocks_per_worker(cap);
+    }
+    if let Some(cap) = total {
+        b = b.max_entries(cap);
+    }
+    (b.build().unwrap(), clock)
+}
+
+/// Decisions, finds and time for the capped index: (worker, tokens) to record, or a
+/// find, or a clock step, or a sweep.
+#[derive(Debug, Clone)]
+enum CapOp {
+    Record(WorkerId, Vec<u32>),
+    Find(Vec<u32>),
+    Advance(u64),
+    Sweep,
+}
+
+fn cap_op() -> impl Strategy<Value = CapOp> {
+    prop_oneof![
+        5 => (worker(), tokens()).prop_map(|(w, t)| CapOp::Record(w, t)),
+        3 => tokens().prop_map(CapOp::Find),
+        2 => (0u64..40).prop_map(CapOp::Advance),
+        1 => Just(CapOp::Sweep),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// Caps (5 workers at most, so the global eviction samples all of them): after every
+    /// decision the worker and the total are within their caps; the decision itself is
+    /// found in full if it fits the caps; and a capped index never reports more than the
+    /// uncapped model (caps only evict). Scores are compared with the model a few
+    /// nanoseconds earlier: see `ttl_is_exact_with_caps`.
+    #[test]
+    #[ignore = "bug: with a cap, a partly evicted decision leaks its remaining entries (see caps_do_not_leak_partly_evicted_decisions); the leaked entries then fill the global cap and fresh decisions are evicted at once"]
+    fn caps_hold_and_only_evict(
+        block in 1u32..=3,
+        ttl in 1u64..60,
+        per_worker in prop::option::of(1usize..12),
+        total in prop::option::of(1usize..24),
+        ops in prop::collection::vec(cap_op(), 1..80),
+    ) {
+        let (index, clock) = capped(block, ttl, per_worker, total);
+        let mut model = support::model::Model::new(Duration::from_nanos(ttl));
+        let now = || support::model::nanos(approx_kv_index::Clock::now(&*clock));
+        let mut records = 0u64;
+        for op in &ops {
+            match op {
+                CapOp::Record(w, tokens) => {
+                    index.process_routing_decision_for_request(tokens, *w);
+                    let local = compute_block_hash_for_seq(tokens, block);
+                    model.record(now(), *w, &compute_seq_hashes(&local));
+                    records += 1;
+                    let n = local.len();
+                    let found = index.find_matches(&local);
+                    if n > 0 && per_worker.map_or(true, |c| n <= c) && total.map_or(true, |c| n <= c) {
+                        prop_assert_eq!(found.scores.get(w).copied(), Some(n as u32));
+                    }
+                    if let (Some(cap), Some(&size)) = (per_worker, found.tree_sizes.get(w)) {
+                        prop_assert!(size <= cap, "worker {} holds {} > {}", w, size, cap);
+                    }
+                    if let Some(cap) = total {
+                        let entries = index.stats().entries;
+                        prop_assert!(entries <= cap, "{} entries > cap {}", entries, cap);
+                    }
+                }
+                CapOp::Find(tokens) => {
+                    let local = compute_block_hash_for_seq(tokens, block);
+                    let got = index.find_matches(&local);
+                    let bound = model.scores(now().saturating_sub(records), &local);
+                    for (w, s) in &got.scores {
+                        prop_assert!(bound.get(w).is_some_and(|b| s <= b), "{}: {} > {:?}", w, s, bound.get(w));
+                    }
+                }
+                CapOp::Advance(by) => clock.advance(Duration::from_nanos(*by)),
+                CapOp::Sweep => {
+                    index.sweep_expired();
+                }
+            }
+        }
+        clock.advance(Duration::from_nanos(ttl + records));
+        index.sweep_expired();
+        let stats = index.stats();
+        prop_assert_eq!((stats.entries, stats.nodes, stats.pending_timers), (0, 0, 0));
+    }
+}
+
+/// Found by `caps_hold_and_only_evict`: an eviction that stops for lack of budget removes
+/// the deepest blocks of a decision and keeps the rest; the decision's timer then starts
+/// its walk at the leaf node, which is gone, and stops at once, while the log entry that
+/// could resume the walk is pruned as expired. The remaining blocks are never reclaimed,
+/// and they count against the cap forever.
+#[test]
+#[ignore = "bug: with a cap, a partly evicted decision leaks its remaining entries"]
+fn caps_do_not_leak_partly_evicted_decisions() {
+    for (per_worker, total) in [(None, Some(1)), (Some(1), None)] {
+        let (index, clock) = capped(1, 1_000, per_worker, total);
+        index.process_routing_decision_for_request(&[1, 2], 0); // 2 blocks over a cap of 1
+        assert_eq!(index.stats().entries, 1);
+        clock.advance(Duration::from_nanos(1_000));
+        index.sweep_expired();
+        let stats = index.stats();
+        assert_eq!((stats.entries, stats.nodes), (0, 0), "{stats:?}");
+    }
+}
+
 proptest! {
     #![proptest_config(config(8))]
 
@@ -268,4 +393,33 @@ fn purge_does_not_hit_a_recycled_slot() {
         Some(&2),
         "worker 2's fresh decision is gone"
     );
+}
+
+/// With a cap, every decision of a worker gets a distinct expiry (to order evictions),
+/// made by adding nanoseconds. Decisions recorded in the same nanosecond then outlive the
+/// TTL by up to one nanosecond each: visible with a manual clock at exactly `t + ttl`.
+#[test]
+#[ignore = "bug: with a cap, decisions recorded at the same instant are live after t + ttl"]
+fn ttl_is_exact_with_caps() {
+    use approx_kv_index::{ApproxKvIndexer, ManualClock};
+    let clock = std::sync::Arc::new(ManualClock::new());
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(Duration::from_secs(10))
+        .max_blocks_per_worker(100)
+        .clock(clock.clone())
+        .background_sweeper(false)
+        .build()
+        .unwrap();
+    for token in 1..=3 {
+        index.process_routing_decision_for_request(&[token], 0);
+    }
+    clock.advance(Duration::from_secs(10));
+    for token in 1..=3 {
+        let found = index.find_matches_for_request(&[token]);
+        assert!(
+            found.scores.is_empty(),
+            "token {token} recorded at 0 is live at the TTL"
+        );
+    }
 }

@@ -342,6 +342,8 @@ impl Harness {
     /// Lets everything expire and sweeps; then removes every worker and sweeps again.
     /// Unless inconsistent hashes were recorded, the index must then be empty.
     pub fn finish(&mut self) {
+        // Timers are due only if the clock can pass every expiry (it stops at the cap).
+        let timers_due = self.ttl >= NEVER || self.now() + self.ttl <= CLOCK_CAP;
         if self.ttl < NEVER {
             self.apply(&Op::Advance(self.ttl));
         }
@@ -351,11 +353,14 @@ impl Harness {
         }
         self.apply(&Op::Sweep);
         let stats = self.index.stats();
-        // The model is empty unless the clock hit its cap before everything expired.
+        // The model is empty unless the clock hit its cap before everything expired (or
+        // hashes did not chain).
         if self.consistent && self.model.stored_count(None) == 0 {
             assert_eq!(stats.entries, 0, "{stats:?}");
             assert_eq!(stats.nodes, 0, "{stats:?}");
-            assert_eq!(stats.pending_timers, 0, "{stats:?}");
+            if timers_due {
+                assert_eq!(stats.pending_timers, 0, "{stats:?}");
+            }
         }
     }
 }
