@@ -7,12 +7,14 @@
 //! ```text
 //! cargo run --release -p approx-kv-compare -- [--trace PATH] [--rounds N] [--limit N] [--threads N]
 //! [--only ours|pool|actor]   (one subject alone, for profiling; prints no table)
+//! [--svg DIR]                 (also write DIR/bench-threads.svg, DIR/bench-find-workers.svg)
 //! ```
 
 mod alloc;
 mod report;
 mod scenarios;
 mod subjects;
+mod svg;
 mod trace;
 
 use std::collections::HashSet;
@@ -41,6 +43,7 @@ struct Args {
     limit: usize,
     threads: usize,
     only: Option<String>,
+    svg: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -53,6 +56,7 @@ fn parse_args() -> Result<Args, String> {
         limit: usize::MAX,
         threads: 2,
         only: None,
+        svg: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -63,8 +67,9 @@ fn parse_args() -> Result<Args, String> {
             "--limit" => a.limit = value()?.parse().map_err(|e| format!("--limit: {e}"))?,
             "--threads" => a.threads = value()?.parse().map_err(|e| format!("--threads: {e}"))?,
             "--only" => a.only = Some(value()?),
+            "--svg" => a.svg = Some(PathBuf::from(value()?)),
             "-h" | "--help" => {
-                println!("approx-kv-compare [--trace PATH] [--rounds N] [--limit N] [--threads N] [--only ours|pool|actor]");
+                println!("approx-kv-compare [--trace PATH] [--rounds N] [--limit N] [--threads N] [--only ours|pool|actor] [--svg DIR]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
@@ -125,9 +130,21 @@ fn measure<S: Subject>(
     drop(s);
 
     let s = make(LONG_TTL, Duration::from_millis(100));
-    let mut decisions = vec![Vec::with_capacity(n / threads + 1); threads];
+    let mut decisions = (0..threads)
+        .map(|_| Vec::with_capacity(n / threads + 1))
+        .collect::<Vec<_>>();
     row.route_n = rate(scenarios::route(h, &s, reqs, threads, &mut decisions));
     drop(s);
+    let s = make(LONG_TTL, Duration::from_millis(100));
+    let mut decisions = (0..4)
+        .map(|_| Vec::with_capacity(n / 4 + 1))
+        .collect::<Vec<_>>();
+    row.route4 = rate(scenarios::route(h, &s, reqs, 4, &mut decisions));
+    drop(s);
+    for (k, &sharers) in scenarios::SHARERS.iter().enumerate() {
+        let s = make(LONG_TTL, Duration::from_millis(100));
+        row.find_sharers[k] = scenarios::shared_prefix_find(h, &s, sharers);
+    }
 
     let s = make(LONG_TTL, Duration::from_millis(100));
     row.record1 = rate(scenarios::record(h, &s, reqs, 1));
@@ -225,4 +242,71 @@ fn main() {
         rounds.push([ours, pool, actor]);
     }
     report::print(&rounds, args.threads);
+    if let Some(dir) = &args.svg {
+        if let Err(e) = write_svgs(dir, &rounds, args.threads) {
+            eprintln!("error: writing plots to {}: {e}", dir.display());
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The two plots, from the medians over rounds.
+fn write_svgs(dir: &std::path::Path, rounds: &[[Row; 3]], threads: usize) -> std::io::Result<()> {
+    let names = [
+        ("approx-kv-index", "#1f77b4"),
+        ("dynamo pool", "#d62728"),
+        ("dynamo actor", "#ff7f0e"),
+    ];
+    let med = |k: usize, get: &dyn Fn(&Row) -> f64| {
+        report::median(rounds.iter().map(|r| get(&r[k])).collect())
+    };
+    let mut xs = vec![1.0, threads as f64, 4.0];
+    xs.dedup();
+    let series: Vec<svg::Series<'_>> = names
+        .iter()
+        .enumerate()
+        .map(|(k, &(name, colour))| {
+            let mut ys = vec![
+                med(k, &|r| r.route1),
+                med(k, &|r| r.route_n),
+                med(k, &|r| r.route4),
+            ];
+            if threads == 1 || threads == 4 {
+                ys.remove(1);
+            }
+            svg::Series { name, colour, ys }
+        })
+        .collect();
+    std::fs::create_dir_all(dir)?;
+    let chart = svg::chart(
+        "Route throughput (hash, find, choose, record)",
+        "router threads",
+        "requests / s",
+        &xs,
+        &series,
+        true,
+    );
+    std::fs::write(dir.join("bench-threads.svg"), chart)?;
+    let xs: Vec<f64> = scenarios::SHARERS.iter().map(|&w| w as f64).collect();
+    let series: Vec<svg::Series<'_>> = names
+        .iter()
+        .enumerate()
+        .map(|(k, &(name, colour))| svg::Series {
+            name,
+            colour,
+            ys: (0..xs.len())
+                .map(|i| med(k, &|r| r.find_sharers[i]))
+                .collect(),
+        })
+        .collect();
+    let chart = svg::chart(
+        "Find latency, 256-block prefix, hashing excluded (p50)",
+        "workers holding the prefix",
+        "µs",
+        &xs,
+        &series,
+        true,
+    );
+    std::fs::write(dir.join("bench-find-workers.svg"), chart)?;
+    Ok(())
 }

@@ -10,6 +10,11 @@ pub struct Row {
     /// Route throughput, 1 thread and N threads, requests/s.
     pub route1: f64,
     pub route_n: f64,
+    /// Route throughput on 4 threads (oversubscribed on 2 cores), requests/s.
+    pub route4: f64,
+    /// Median find latency (µs, hashing excluded) of a 256-block prompt shared by
+    /// 16, 128 and 1,024 workers.
+    pub find_sharers: [f64; 3],
     /// Record-only throughput (hashing included), 1 and N threads, records/s.
     pub record1: f64,
     pub record_n: f64,
@@ -43,7 +48,7 @@ enum Target {
 /// A figure: its name, how to read it from a row, and its target.
 type Figure = (String, fn(&Row) -> f64, Target);
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {
@@ -84,6 +89,11 @@ pub fn print(rounds: &[[Row; 3]], threads: usize) {
             Target::RatioMin(8.0),
         ),
         (
+            "route, 4 threads (req/s)".into(),
+            |r| r.route4,
+            Target::None,
+        ),
+        (
             "record only, 1 thread (rec/s)".into(),
             |r| r.record1,
             Target::RatioMin(20.0),
@@ -116,6 +126,21 @@ pub fn print(rounds: &[[Row; 3]], threads: usize) {
         (
             "find, hashing excl., p99 (µs)".into(),
             |r| r.findx_p99,
+            Target::None,
+        ),
+        (
+            "find 256 blocks, 16 sharers, p50 (µs)".into(),
+            |r| r.find_sharers[0],
+            Target::None,
+        ),
+        (
+            "find 256 blocks, 128 sharers, p50 (µs)".into(),
+            |r| r.find_sharers[1],
+            Target::None,
+        ),
+        (
+            "find 256 blocks, 1024 sharers, p50 (µs)".into(),
+            |r| r.find_sharers[2],
             Target::None,
         ),
         (

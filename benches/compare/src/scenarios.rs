@@ -208,3 +208,30 @@ pub fn percentiles(v: &mut [u64]) -> (f64, f64) {
     let at = |q: usize| v[(v.len() * q / 100).min(v.len() - 1)] as f64 / 1e3;
     (at(50), at(99))
 }
+
+/// Workers sharing one 256-block prompt in [`shared_prefix_find`].
+pub const SHARERS: [usize; 3] = [16, 128, 1024];
+
+/// Median latency (µs) of finding (hashing excluded) a 256-block prompt that `sharers`
+/// workers hold, on an index holding nothing else. Recording is not timed.
+pub fn shared_prefix_find<S: Subject>(h: &Handle, s: &S, sharers: usize) -> f64 {
+    let tokens: Vec<u32> = (0..256 * crate::subjects::BLOCK)
+        .map(|t| t.wrapping_mul(2_654_435_761))
+        .collect();
+    let hashes = s.hash(&tokens);
+    let mut lat = Vec::with_capacity(2_000);
+    h.block_on(async {
+        for w in 0..sharers {
+            s.record(&hashes, w as u64).await;
+        }
+        s.flush().await;
+        for _ in 0..2_000 {
+            let t = Instant::now();
+            let mut overlap = [0u32; WORKERS];
+            s.find(black_box(&hashes), &mut overlap).await;
+            black_box(overlap);
+            lat.push(t.elapsed().as_nanos() as u64);
+        }
+    });
+    percentiles(&mut lat).0
+}
