@@ -2,7 +2,10 @@
 //! with a short TTL on a shared `ManualClock`, checking invariants while they run, then
 //! checking that everything is reclaimed and that no thread outlives the index.
 //!
-//! Runs for `APPROX_KV_STRESS_MS` milliseconds of real time (default 2500).
+//! Operations: decisions, finds, `remove_worker`, KV events (`Stored`, `Removed`,
+//! `Cleared`) on shared workers, snapshots and restores, sweeps, clock steps, stats and
+//! dumps; `shutdown` three quarters in. Runs for `APPROX_KV_STRESS_MS` milliseconds of
+//! real time (default 2000), then twice for a quarter of that with caps.
 //!
 //! Invariants checked while running:
 //! - read your writes: a thread's own worker (recorded and removed only by that thread)
@@ -13,14 +16,19 @@
 //! - no score exceeds the query's block count; `tree_sizes` has exactly the scored workers;
 //! - dumps (not snapshots) have the documented shape.
 //!
-//! After the threads stop: the clock passes the TTL, one sweep empties the index
-//! (entries, nodes, pending timers all 0), and dropping it leaves no sweeper thread.
+//! After the threads stop: the shared workers are removed, the clock passes the TTL, and
+//! one sweep empties the index (entries, nodes, pending timers all 0; not checked with
+//! caps until a known leak is fixed); dropping it leaves no sweeper thread.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, Clock, KvCacheEventData, ManualClock, WorkerId};
+use approx_kv_index::{
+    compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, Clock, KvCacheEventData,
+    KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash, ManualClock,
+    RouterEvent, SequenceHash, WorkerId,
+};
 
 const BLOCK: u32 = 4;
 /// TTL in nanoseconds of the manual clock.
@@ -29,10 +37,12 @@ const TTL: u64 = 2_000_000;
 const MAX_STEP: u64 = TTL / 100;
 /// Shared workers, recorded and removed by every thread.
 const SHARED: u64 = 4;
+/// Workers that get KV events (and decisions) from every thread: `EXACT + k`.
+const EXACT: u64 = 100;
 /// Private workers per thread: ids `1000 + 8 * thread + k`.
 const PRIVATE: u64 = 3;
 
-/// The two tests of this file both count sweeper threads: one at a time.
+/// The tests of this file count sweeper threads: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// xorshift64*: a tiny deterministic generator (seeded per thread).
@@ -93,12 +103,23 @@ struct Counts {
     ops: AtomicU64,
 }
 
+/// What one stress run exercises and checks.
+#[derive(Clone, Copy)]
+struct Config {
+    per_worker_cap: Option<usize>,
+    total_cap: Option<usize>,
+    /// Read-your-writes checks for the thread's own workers (not with a global cap,
+    /// which may evict any worker's decisions).
+    own_checks: bool,
+}
+
 fn worker_thread(
     t: u64,
     index: &ApproxKvIndexer,
     clock: &ManualClock,
     until: Instant,
     counts: &Counts,
+    config: Config,
 ) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (t + 1).wrapping_mul(0x1234_5678_9abc_def1));
     let now = || u64::try_from(clock.now().as_nanos()).unwrap();
@@ -107,7 +128,8 @@ fn worker_thread(
         ops += 1;
         let tokens = prompt(&mut rng);
         let blocks = (tokens.len() / BLOCK as usize) as u32;
-        match rng.below(16) {
+        let shared = rng.below(SHARED);
+        match rng.below(20) {
             0..=4 => {
                 let own: WorkerId = 1000 + 8 * t + rng.below(PRIVATE);
                 let before = now();
@@ -115,15 +137,13 @@ fn worker_thread(
                 let found = index.find_matches_for_request(&tokens);
                 let after = now();
                 check_scores(&found, blocks);
-                if after < before + TTL {
+                if config.own_checks && after < before + TTL {
                     let got = found.scores.get(&own).copied();
                     assert_eq!(got, Some(blocks), "own worker {own}, t {before}..{after}");
                     counts.own_checks.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            5..=6 => {
-                index.process_routing_decision_for_request(&tokens, rng.below(SHARED));
-            }
+            5..=6 => index.process_routing_decision_for_request(&tokens, shared),
             7..=9 => check_scores(&index.find_matches_for_request(&tokens), blocks),
             10 => {
                 let own = 1000 + 8 * t + rng.below(PRIVATE);
@@ -132,11 +152,41 @@ fn worker_thread(
                 assert!(!found.scores.contains_key(&own), "removed {own} reported");
                 counts.remove_checks.fetch_add(1, Ordering::Relaxed);
             }
-            11 => index.remove_worker(rng.below(SHARED)),
+            11 if rng.below(2) == 0 => index.remove_worker(shared),
+            11 => index.apply_event(&event(shared, KvCacheEventData::Cleared)),
+            // KV events go to their own workers, never removed while threads run: see
+            // `stored_events_racing_removal_do_not_leak`.
             12 => {
                 index.sweep_expired();
             }
             13..=14 => clock.advance(Duration::from_nanos(1 + rng.below(MAX_STEP))),
+            15 => {
+                let (local, seq, parent) = some_blocks(&tokens, &mut rng);
+                let blocks = local.iter().zip(&seq).map(|(&tokens_hash, &block_hash)| {
+                    KvCacheStoredBlockData {
+                        block_hash,
+                        tokens_hash,
+                        expires_in: None,
+                    }
+                });
+                let data = KvCacheStoreData {
+                    parent_hash: parent,
+                    blocks: blocks.collect(),
+                };
+                index.apply_event(&event(EXACT + shared, KvCacheEventData::Stored(data)));
+            }
+            16 => {
+                let (_, block_hashes, _) = some_blocks(&tokens, &mut rng);
+                let data = KvCacheRemoveData { block_hashes };
+                index.apply_event(&event(EXACT + shared, KvCacheEventData::Removed(data)));
+            }
+            17 => {
+                // A snapshot while everyone writes (restoring into the live index is
+                // left out: see `restore_into_a_live_index_keeps_ttls` in model_props.rs).
+                let snapshot = index.snapshot();
+                assert_eq!(snapshot.block_size, BLOCK);
+            }
+            18 => index.process_routing_decision_for_request(&tokens, EXACT + shared),
             _ => {
                 if rng.below(64) == 0 {
                     check_dump(index);
@@ -147,6 +197,27 @@ fn worker_thread(
         }
     }
     counts.ops.fetch_add(ops, Ordering::Relaxed);
+}
+
+fn event(worker: WorkerId, data: KvCacheEventData) -> RouterEvent {
+    RouterEvent {
+        worker_id: worker,
+        event_id: 0,
+        data,
+    }
+}
+
+/// A random run of a prompt's blocks: local hashes, sequence hashes, and the parent.
+fn some_blocks(
+    tokens: &[u32],
+    rng: &mut Rng,
+) -> (Vec<LocalBlockHash>, Vec<SequenceHash>, Option<SequenceHash>) {
+    let local = compute_block_hash_for_seq(tokens, BLOCK);
+    let seq = compute_seq_hashes(&local);
+    let from = rng.below(local.len() as u64 + 1) as usize;
+    let to = from + rng.below((local.len() - from) as u64 + 1) as usize;
+    let parent = from.checked_sub(1).map(|i| seq[i]);
+    (local[from..to].to_vec(), seq[from..to].to_vec(), parent)
 }
 
 fn check_scores(found: &approx_kv_index::OverlapScores, blocks: u32) {
@@ -170,32 +241,32 @@ fn check_dump(index: &ApproxKvIndexer) {
     }
 }
 
-#[test]
-fn stress_random_operations_with_invariants() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let run_for = std::env::var("APPROX_KV_STRESS_MS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .map_or(Duration::from_millis(2500), Duration::from_millis);
+/// One stress run: `threads` threads for `run_for`, then the end-of-run checks.
+fn stress(config: Config, run_for: Duration) {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let threads = (4 * cores).max(8) as u64;
     let sweepers_before = sweeper_threads();
 
     let clock = Arc::new(ManualClock::new());
-    let index = ApproxKvIndexer::builder()
+    let mut builder = ApproxKvIndexer::builder()
         .block_size(BLOCK)
         .ttl(Duration::from_nanos(TTL))
         // The background sweeper runs every 100 µs of real time against the manual clock.
         .tick(Duration::from_micros(100))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+        .clock(clock.clone());
+    if let Some(cap) = config.per_worker_cap {
+        builder = builder.max_blocks_per_worker(cap);
+    }
+    if let Some(cap) = config.total_cap {
+        builder = builder.max_entries(cap);
+    }
+    let index = builder.build().unwrap();
     let counts = Counts::default();
     let start = Instant::now();
     std::thread::scope(|s| {
         for t in 0..threads {
             let (index, clock, counts) = (&index, &*clock, &counts);
-            s.spawn(move || worker_thread(t, index, clock, start + run_for, counts));
+            s.spawn(move || worker_thread(t, index, clock, start + run_for, counts, config));
         }
         // Three quarters in, stop the sweeper: everything must keep working without it.
         let index = &index;
@@ -212,23 +283,127 @@ fn stress_random_operations_with_invariants() {
         counts.remove_checks.load(Ordering::Relaxed),
         counts.ops.load(Ordering::Relaxed),
     );
-    eprintln!("stress: {threads} threads, {ops} ops, {own} read-your-writes checks, {removes} remove checks, clock {:?}", clock.now());
-    assert!(
-        own > 100 && removes > 10,
-        "too few checks ran: {own}, {removes}"
+    let stats = index.stats();
+    eprintln!(
+        "stress: {threads} threads, {ops} ops, {own} read-your-writes checks, \
+         {removes} remove checks, clock {:?}, {stats:?}",
+        clock.now()
     );
+    assert!(removes > 10, "too few checks ran: {removes}");
+    assert!(!config.own_checks || own > 100, "too few checks ran: {own}");
 
+    // Workers with KV events hold exact entries, which never expire: remove them; then
+    // let every approximate entry expire. One sweep must reclaim everything.
+    for w in 0..SHARED {
+        index.remove_worker(EXACT + w);
+    }
     clock.advance(Duration::from_nanos(TTL));
     index.sweep_expired();
     let stats = index.stats();
-    assert_eq!(
-        (stats.entries, stats.nodes, stats.pending_timers),
-        (0, 0, 0),
-        "{stats:?}"
-    );
     assert!(index.find_matches_for_request(&[0; 64]).scores.is_empty());
+    if config.per_worker_cap.is_none() && config.total_cap.is_none() {
+        // With caps this does not hold yet: see `caps_do_not_leak_partly_evicted_decisions`
+        // in tests/model_props.rs.
+        assert_eq!(
+            (stats.entries, stats.nodes, stats.pending_timers),
+            (0, 0, 0),
+            "{stats:?}"
+        );
+    }
     drop(index);
     assert_eq!(settle_sweepers(sweepers_before), sweepers_before);
+}
+
+/// `APPROX_KV_STRESS_MS` if set, else 2000 ms.
+fn run_for() -> Duration {
+    std::env::var("APPROX_KV_STRESS_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(Duration::from_millis(2000), Duration::from_millis)
+}
+
+#[test]
+fn stress_random_operations_with_invariants() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let config = Config {
+        per_worker_cap: None,
+        total_cap: None,
+        own_checks: true,
+    };
+    stress(config, run_for());
+}
+
+/// With a per-worker cap (above any prompt's size, so a worker's fresh decision survives
+/// its own evictions) and, in a second run, a global cap (which may evict anyone).
+#[test]
+fn stress_with_caps() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let per_worker = Config {
+        per_worker_cap: Some(8),
+        total_cap: None,
+        own_checks: true,
+    };
+    stress(per_worker, run_for() / 4);
+    let total = Config {
+        per_worker_cap: Some(8),
+        total_cap: Some(200),
+        own_checks: false,
+    };
+    stress(total, run_for() / 4);
+}
+
+/// `Stored` events racing `remove_worker` of the same worker and sweeps: a `Stored`
+/// event resolves the slot, the worker is removed and its purge runs (finding nothing),
+/// then the event inserts its exact entries for the dead slot. They have no timer and the
+/// purge has run: they are never reclaimed (and the slot is never recycled).
+#[test]
+#[ignore = "bug: exact entries stored while their worker is removed leak (purge runs before the insert)"]
+fn stored_events_racing_removal_do_not_leak() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .background_sweeper(false)
+        .build()
+        .unwrap();
+    let until = Instant::now() + run_for() / 2;
+    std::thread::scope(|s| {
+        for t in 0..3u32 {
+            let index = &index;
+            s.spawn(move || {
+                let mut rng = Rng(u64::from(t) + 1);
+                while Instant::now() < until {
+                    let tokens = [t, rng.below(7) as u32, 1, 2, 3];
+                    let local = compute_block_hash_for_seq(&tokens, 1);
+                    let seq = compute_seq_hashes(&local);
+                    let blocks = local.iter().zip(&seq).map(|(&tokens_hash, &block_hash)| {
+                        KvCacheStoredBlockData {
+                            block_hash,
+                            tokens_hash,
+                            expires_in: None,
+                        }
+                    });
+                    let data = KvCacheStoreData {
+                        parent_hash: None,
+                        blocks: blocks.collect(),
+                    };
+                    index.apply_event(&event(0, KvCacheEventData::Stored(data)));
+                }
+            });
+        }
+        for _ in 0..2 {
+            let index = &index;
+            s.spawn(move || {
+                while Instant::now() < until {
+                    index.remove_worker(0);
+                    index.sweep_expired();
+                }
+            });
+        }
+    });
+    index.remove_worker(0);
+    index.sweep_expired();
+    let stats = index.stats();
+    assert_eq!((stats.entries, stats.nodes), (0, 0), "{stats:?}");
 }
 
 /// Indexes created and dropped in every way (with or without shutdown, on another

@@ -65,6 +65,10 @@ pub enum Op {
     /// `snapshot()`, through bytes and back, `restore`d into a fresh index on the same
     /// clock, which replaces the old one.
     SnapshotRestore,
+    /// Takes a `snapshot()` and keeps it (with the model's) for [`Op::RestoreSaved`].
+    SaveSnapshot,
+    /// `restore`s the kept snapshot into the index as it is now (a merge).
+    RestoreSaved,
 }
 
 /// Salt 0 is none; 1 a LoRA adapter; others a cache namespace.
@@ -126,6 +130,7 @@ pub struct Harness {
     records: u64,
     finds: u64,
     events: u64,
+    saved: Option<(Snapshot, Vec<(WorkerId, u64, bool, u64)>)>,
     /// False once hashes were recorded or stored that do not chain (sequence from local
     /// and parent): the sweeper's walks then follow other prompts' parents and may miss
     /// entries (see docs/testing.md), so only reads are compared from then on.
@@ -148,6 +153,7 @@ impl Harness {
             records: 0,
             finds: 0,
             events: 0,
+            saved: None,
             consistent: true,
         }
     }
@@ -268,6 +274,25 @@ impl Harness {
                 self.index = fresh;
                 self.model = self.model.restored(now);
                 (self.records, self.finds) = (0, 0);
+            }
+            Op::SaveSnapshot => {
+                let snapshot = self.index.snapshot();
+                let mut got: Vec<_> = snapshot
+                    .entries
+                    .iter()
+                    .map(|e| (e.worker_id, e.block.0, e.exact, nanos(e.ttl_left)))
+                    .collect();
+                let mut want = self.model.snapshot(now);
+                got.sort_unstable();
+                want.sort_unstable();
+                assert_eq!(got, want, "snapshot at t={now}");
+                self.saved = Some((snapshot, want));
+            }
+            Op::RestoreSaved => {
+                if let Some((snapshot, rows)) = &self.saved {
+                    self.index.restore(snapshot).expect("same block size");
+                    self.model.restore(now, rows);
+                }
             }
         }
         self.check_state();

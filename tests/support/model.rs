@@ -135,27 +135,37 @@ impl Model {
         self.registration.remove(&worker);
     }
 
-    /// A fresh index restored at `now` from a snapshot of this one: the live entries of
-    /// registered workers only, each with its expiry; workers without one are not
-    /// registered.
+    /// A fresh index restored at `now` from a snapshot of this one taken at `now`.
     pub fn restored(&self, now: u64) -> Self {
         let mut out = Model::new(Duration::from_nanos(self.ttl));
-        for ((worker, seq), e) in self.registered() {
-            if e.exact || e.expiry > now {
-                let reg = out.register(worker);
-                let expiry = if e.expiry > now { e.expiry } else { 0 };
-                let entry = Entry {
-                    exact: e.exact,
-                    expiry,
-                    until: expiry,
-                };
-                if e.exact {
-                    out.had_exact.insert(reg);
-                }
-                out.stored.insert((reg, seq), entry);
+        out.restore(now, &self.snapshot(now));
+        out
+    }
+
+    /// The live entries at `now` as a snapshot holds them: (worker, sequence hash,
+    /// exact, TTL left).
+    pub fn snapshot(&self, now: u64) -> Vec<(WorkerId, u64, bool, u64)> {
+        self.registered()
+            .filter(|(_, e)| e.exact || e.expiry > now)
+            .map(|((w, seq), e)| (w, seq, e.exact, e.expiry.saturating_sub(now)))
+            .collect()
+    }
+
+    /// `restore` at `now` of a snapshot (from [`snapshot`](Self::snapshot)) into this
+    /// index: each entry is merged with what is held, its TTL left counted from `now`.
+    pub fn restore(&mut self, now: u64, snapshot: &[(WorkerId, u64, bool, u64)]) {
+        for &(worker, seq, exact, left) in snapshot {
+            let reg = self.register(worker);
+            let e = self.stored.entry((reg, seq)).or_default();
+            e.exact |= exact;
+            if left > 0 {
+                e.expiry = e.expiry.max(now + left);
+                e.until = e.until.max(now + left);
+            }
+            if exact {
+                self.had_exact.insert(reg);
             }
         }
-        out
     }
 
     /// A sweep at `now`: drops what it surely reclaims (see the module docs).
