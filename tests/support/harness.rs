@@ -15,7 +15,7 @@ use approx_kv_index::{
 };
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use super::model::{nanos, Model, NEVER};
+use super::model::{nanos, Model, SnapshotRows, NEVER};
 
 /// The clock is kept below this (~73 years), under the TTL the index takes as "never".
 pub const CLOCK_CAP: u64 = 1 << 61;
@@ -130,7 +130,7 @@ pub struct Harness {
     records: u64,
     finds: u64,
     events: u64,
-    saved: Option<(Snapshot, Vec<(WorkerId, u64, bool, u64)>)>,
+    saved: Option<(Snapshot, SnapshotRows)>,
     /// False once hashes were recorded or stored that do not chain (sequence from local
     /// and parent): the sweeper's walks then follow other prompts' parents and may miss
     /// entries (see docs/testing.md), so only reads are compared from then on.

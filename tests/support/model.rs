@@ -46,6 +46,9 @@ pub fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// A snapshot as the model sees it: (worker, sequence hash, exact, TTL left in ns).
+pub type SnapshotRows = Vec<(WorkerId, u64, bool, u64)>;
+
 /// One (registration, block) entry.
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry {
@@ -144,7 +147,7 @@ impl Model {
 
     /// The live entries at `now` as a snapshot holds them: (worker, sequence hash,
     /// exact, TTL left).
-    pub fn snapshot(&self, now: u64) -> Vec<(WorkerId, u64, bool, u64)> {
+    pub fn snapshot(&self, now: u64) -> SnapshotRows {
         self.registered()
             .filter(|(_, e)| e.exact || e.expiry > now)
             .map(|((w, seq), e)| (w, seq, e.exact, e.expiry.saturating_sub(now)))
