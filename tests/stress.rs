@@ -336,6 +336,7 @@ fn stress_random_operations_with_invariants() {
 /// With a per-worker cap (above any prompt's size, so a worker's fresh decision survives
 /// its own evictions) and, in a second run, a global cap (which may evict anyone).
 #[test]
+#[ignore = "bug: evict_worker underflows under concurrent evictions (see concurrent_evictions_of_one_worker_do_not_panic)"]
 fn stress_with_caps() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let per_worker = Config {
@@ -352,12 +353,41 @@ fn stress_with_caps() {
     stress(total, run_for() / 4);
 }
 
+/// Threads recording the same worker under a per-worker cap: `evict_worker` reads the
+/// worker's entry count twice (`entries > cap`, then `entries - cap`); another thread's
+/// eviction in between makes the subtraction underflow: a panic with overflow checks (the
+/// test profile), an over-eviction without.
+#[test]
+#[ignore = "bug: evict_worker underflows (panics with overflow checks) when another thread evicts the same worker"]
+fn concurrent_evictions_of_one_worker_do_not_panic() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .max_blocks_per_worker(4)
+        .background_sweeper(false)
+        .build()
+        .unwrap();
+    let until = Instant::now() + run_for() / 2;
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let index = &index;
+            s.spawn(move || {
+                let mut rng = Rng(t + 1);
+                while Instant::now() < until {
+                    let len = 1 + rng.below(6) as usize;
+                    let tokens: Vec<u32> = (0..len).map(|_| rng.below(1 << 20) as u32).collect();
+                    index.process_routing_decision_for_request(&tokens, 0);
+                }
+            });
+        }
+    });
+}
+
 /// `Stored` events racing `remove_worker` of the same worker and sweeps: a `Stored`
 /// event resolves the slot, the worker is removed and its purge runs (finding nothing),
 /// then the event inserts its exact entries for the dead slot. They have no timer and the
 /// purge has run: they are never reclaimed (and the slot is never recycled).
 #[test]
-#[ignore = "bug: exact entries stored while their worker is removed leak (purge runs before the insert)"]
 fn stored_events_racing_removal_do_not_leak() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let index = ApproxKvIndexer::builder()
