@@ -139,6 +139,7 @@ impl GlobalEviction {
     }
 }
 
+use crate::expiry::{Expiry, Timer};
 use crate::tree::Tree;
 use crate::workers::{Slot, Workers};
 use crossbeam_epoch::Guard;
@@ -152,6 +153,7 @@ use std::sync::Arc;
 pub(crate) fn evict_worker(
     tree: &Tree,
     workers: &Arc<Workers>,
+    timers: Option<&Expiry>,
     slot: Slot,
     cap: usize,
     quota: usize,
@@ -160,7 +162,7 @@ pub(crate) fn evict_worker(
     let mut evicted = 0;
     while workers.entries(slot) > cap && evicted < quota {
         let excess = (workers.entries(slot) - cap).min(quota - evicted);
-        let Some(n) = evict_oldest(tree, workers, slot, excess, guard) else {
+        let Some(n) = evict_oldest(tree, workers, timers, slot, excess, guard) else {
             break; // nothing left to evict (the rest is exact, or counted but in flight)
         };
         evicted += n;
@@ -179,6 +181,7 @@ const SAMPLE: u32 = 8;
 pub(crate) fn evict_total(
     tree: &Tree,
     workers: &Arc<Workers>,
+    timers: Option<&Expiry>,
     global: &GlobalEviction,
     cap: usize,
     quota: usize,
@@ -200,15 +203,17 @@ pub(crate) fn evict_total(
         let Some((_, slot)) = victim else {
             return evicted; // nothing to evict in this sample
         };
-        evicted += evict_oldest(tree, workers, slot, excess, guard).unwrap_or(0);
+        evicted += evict_oldest(tree, workers, timers, slot, excess, guard).unwrap_or(0);
     }
 }
 
 /// Evicts up to `budget` entries of `slot`'s oldest decision (putting back what is left
-/// of it). `None` if the log is empty.
+/// of it, with a timer for what is left: the decision's own timer starts at its old leaf,
+/// which is gone, so its walk would stop there). `None` if the log is empty.
 fn evict_oldest(
     tree: &Tree,
     workers: &Arc<Workers>,
+    timers: Option<&Expiry>,
     slot: Slot,
     budget: usize,
     guard: &Guard,
@@ -222,6 +227,9 @@ fn evict_oldest(
             leaf: rest,
             ..decision
         });
+        if let Some(timers) = timers {
+            timers.schedule(decision.expiry, Timer { leaf: rest, slot });
+        }
     }
     workers.adjust_entries(slot, -(walked.removed as i64));
     Some(walked.removed)

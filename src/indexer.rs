@@ -97,14 +97,16 @@ impl Inner {
         let len = log.push(stamp, expiry, leaf);
         capacity::compact_if_long(&self.tree, &self.workers, slot, len, guard);
         let mut evicted = 0;
+        let (tree, workers) = (&self.tree, &self.workers);
+        let timers = self.timers.then_some(&self.expiry);
         if let Some(cap) = self.caps.per_worker {
             let quota = 2 * added;
-            evicted += capacity::evict_worker(&self.tree, &self.workers, slot, cap, quota, guard);
+            evicted += capacity::evict_worker(tree, workers, timers, slot, cap, quota, guard);
         }
         if let Some(cap) = self.caps.total {
             let global = &self.global_eviction;
             let quota = (2 * added).saturating_sub(evicted);
-            evicted += capacity::evict_total(&self.tree, &self.workers, global, cap, quota, guard);
+            evicted += capacity::evict_total(tree, workers, timers, global, cap, quota, guard);
         }
         self.evictions.add(evicted as u64);
     }
@@ -116,12 +118,15 @@ impl Inner {
                 let Some(slot) = self.workers.resolve(event.worker_id) else {
                     return;
                 };
-                self.workers.mark_exact(slot);
+                if !self.workers.begin_exact(slot) {
+                    return; // removed meanwhile: the event comes before the removal
+                }
                 let blocks = data.blocks.iter().map(|b| (b.tokens_hash, b.block_hash));
                 let added = self
                     .tree
                     .store_exact(slot, data.parent_hash, blocks, &guard);
                 self.workers.adjust_entries(slot, added as i64);
+                self.workers.end_exact(slot);
             }
             KvCacheEventData::Removed(data) => {
                 let Some(slot) = self.workers.lookup(event.worker_id) else {
@@ -182,7 +187,12 @@ impl Inner {
 
     /// Removes every entry of dead slots that no timer will lead a walk to.
     fn purge_dead(&self) -> usize {
-        let slots = self.workers.take_purges();
+        let (slots, busy): (Vec<Slot>, Vec<Slot>) = self
+            .workers
+            .take_purges()
+            .into_iter()
+            .partition(|&slot| !self.workers.exact_in_flight(slot));
+        self.workers.requeue_purges(busy); // an event is still storing: next sweep
         if slots.is_empty() {
             return 0;
         }
@@ -555,8 +565,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             if claim == 0 {
                 continue; // nothing live to restore
             }
-            if e.exact {
-                inner.workers.mark_exact(slot);
+            if e.exact && !inner.workers.begin_exact(slot) {
+                continue; // removed while restoring
             }
             let row = crate::tree::LiveEntry {
                 depth: e.depth,
@@ -569,6 +579,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             };
             let added = inner.tree.restore_entry(slot, &row, claim, &guard);
             inner.workers.adjust_entries(slot, i64::from(added));
+            if e.exact {
+                inner.workers.end_exact(slot);
+            }
             if approx != 0 && inner.timers {
                 inner.expiry.schedule(
                     approx,

@@ -69,6 +69,8 @@ mod expiry;
 mod hash;
 mod id_hasher;
 mod indexer;
+#[cfg(all(loom, test))]
+mod loom_models;
 mod scores;
 mod snapshot;
 mod stats;

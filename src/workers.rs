@@ -50,6 +50,8 @@ struct SlotInfo {
     /// Queued for a purge: the slot must not be recycled until the purge has run, or the
     /// purge would delete the entries of the slot's next owner.
     purge_pending: AtomicBool,
+    /// Exact KV events storing entries for this slot right now.
+    exact_writers: AtomicU32,
     /// Recorded decisions, oldest first, kept only when a cap is configured.
     log: DecisionLog,
     /// The latest expiry handed out by [`Workers::unique_expiry`].
@@ -241,6 +243,7 @@ impl Workers {
     /// Marks a slot dead: its entries read as absent; they are freed by walks or a purge,
     /// then the slot is recycled.
     fn kill(self: &Arc<Self>, slot: Slot) {
+        // SeqCst: see `begin_exact`.
         let info = self.slots.get(slot).expect("a mapped slot has a segment");
         let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
         info.state.store(pack(generation, DEAD), Ordering::SeqCst);
@@ -270,16 +273,45 @@ impl Workers {
         }
     }
 
-    /// Notes that an exact KV event stored entries for `slot`.
-    pub(crate) fn mark_exact(&self, slot: Slot) {
-        if let Some(info) = self.slots.get(slot) {
-            if !info.had_exact.swap(true, Ordering::SeqCst)
-                && info.state.load(Ordering::SeqCst) & STATE_MASK == DEAD
-            {
-                // The worker was removed while this event was being applied.
-                self.queue_purge(slot, info);
-            }
+    /// Starts applying an exact KV event's stores for `slot`. Returns false, and the caller
+    /// must store nothing, if the slot died meanwhile (the event is then ordered before the
+    /// removal). Otherwise the caller must call [`end_exact`](Self::end_exact) after its
+    /// stores; a purge of the slot waits for that.
+    ///
+    /// Why no exact entry can escape the purge (all SeqCst): the applier sets `had_exact`,
+    /// registers as a writer, then reads the state; `kill` writes DEAD, then reads
+    /// `had_exact`. Either the applier reads DEAD and stores nothing, or `kill` reads
+    /// `had_exact` and queues a purge, which then sees the writer and waits for it.
+    pub(crate) fn begin_exact(&self, slot: Slot) -> bool {
+        let Some(info) = self.slots.get(slot) else {
+            return false;
+        };
+        info.had_exact.store(true, Ordering::SeqCst);
+        info.exact_writers.fetch_add(1, Ordering::SeqCst);
+        if info.state.load(Ordering::SeqCst) & STATE_MASK != ALIVE {
+            info.exact_writers.fetch_sub(1, Ordering::SeqCst);
+            return false;
         }
+        true
+    }
+
+    /// Ends what [`begin_exact`](Self::begin_exact) started.
+    pub(crate) fn end_exact(&self, slot: Slot) {
+        if let Some(info) = self.slots.get(slot) {
+            info.exact_writers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether an exact event is still storing entries for `slot`.
+    pub(crate) fn exact_in_flight(&self, slot: Slot) -> bool {
+        self.slots
+            .get(slot)
+            .is_some_and(|i| i.exact_writers.load(Ordering::SeqCst) > 0)
+    }
+
+    /// Puts slots whose purge must wait back in the queue.
+    pub(crate) fn requeue_purges(&self, slots: impl IntoIterator<Item = Slot>) {
+        self.to_purge.lock().extend(slots);
     }
 
     /// Dead slots with exact entries that the sweeper must purge.
@@ -288,8 +320,10 @@ impl Workers {
     }
 
     /// An expiry of at least `wanted` and later than any handed out before for `slot`, so
-    /// that eviction can tell any two decisions of a worker apart by age even when the
-    /// clock did not move between them (a manual clock, or a burst within a nanosecond).
+    /// that eviction tells any two decisions of a worker apart by age even when the clock
+    /// did not move between them (a manual clock, or a burst within a nanosecond). Each
+    /// such decision stretches the TTL by a nanosecond: reads are exact to within the
+    /// number of decisions one worker recorded at the same clock reading, in nanoseconds.
     pub(crate) fn unique_expiry(&self, slot: Slot, wanted: u64) -> u64 {
         let Some(info) = self.slots.get(slot) else {
             return wanted;

@@ -11,11 +11,22 @@ use std::time::Duration;
 use approx_kv_index::*;
 use common::tokens;
 
+/// A capped index whose manual clock ticks one microsecond per call to `tick`: decisions
+/// recorded at the same clock reading are equally recent (see `same_instant_decisions_tie`).
 fn capped(per_worker: Option<usize>, total: Option<usize>, ttl: Duration) -> ApproxKvIndexer {
+    capped_on(per_worker, total, ttl, Arc::new(ManualClock::new()))
+}
+
+fn capped_on(
+    per_worker: Option<usize>,
+    total: Option<usize>,
+    ttl: Duration,
+    clock: Arc<ManualClock>,
+) -> ApproxKvIndexer {
     let mut b = ApproxKvIndexer::builder()
         .block_size(1)
         .ttl(ttl)
-        .clock(Arc::new(ManualClock::new()))
+        .clock(clock)
         .background_sweeper(false);
     if let Some(n) = per_worker {
         b = b.max_blocks_per_worker(n);
@@ -28,9 +39,11 @@ fn capped(per_worker: Option<usize>, total: Option<usize>, ttl: Duration) -> App
 
 #[test]
 fn per_worker_cap_evicts_least_recently_recorded_deepest_first() {
-    let index = capped(Some(4), None, Duration::MAX);
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(Some(4), None, Duration::MAX, clock.clone());
     let (a, b) = (tokens(0, 3), tokens(100, 3));
     index.process_routing_decision_for_request(&a, 1);
+    clock.advance(Duration::from_micros(1));
     index.process_routing_decision_for_request(&b, 1);
     // 6 blocks, cap 4: A is older, so its two deepest blocks go.
     assert_eq!(index.find_matches_for_request(&a).scores[&1], 1);
@@ -38,7 +51,9 @@ fn per_worker_cap_evicts_least_recently_recorded_deepest_first() {
     assert_eq!(index.stats().entries, 4);
     assert_eq!(index.stats().evictions, 2);
     // Refreshing B's prefix makes it newer than B's leaf.
+    clock.advance(Duration::from_micros(1));
     index.process_routing_decision_for_request(&b[..1], 1);
+    clock.advance(Duration::from_micros(1));
     index.process_routing_decision_for_request(&tokens(200, 2), 1); // 2 more blocks
                                                                     // Over by 2: A's last block (oldest), then B's deepest block.
     let found_b = index.find_matches_for_request(&b).scores[&1];
@@ -49,10 +64,13 @@ fn per_worker_cap_evicts_least_recently_recorded_deepest_first() {
 
 #[test]
 fn refreshed_prompts_survive_eviction() {
-    let index = capped(Some(6), None, Duration::MAX);
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(Some(6), None, Duration::MAX, clock.clone());
     let hot = tokens(0, 3);
     for i in 0..100u32 {
+        clock.advance(Duration::from_micros(1));
         index.process_routing_decision_for_request(&hot, 9);
+        clock.advance(Duration::from_micros(1));
         index.process_routing_decision_for_request(&tokens(1_000 + i * 10, 3), 9);
         assert_eq!(
             index.find_matches_for_request(&hot).scores[&9],
@@ -189,4 +207,16 @@ fn global_cap_single_thread_keeps_the_newest() {
             );
         }
     }
+}
+
+/// Decisions of one worker at the same clock reading are still ordered (each gets an
+/// expiry a nanosecond later than the last): the older one is evicted first.
+#[test]
+fn same_instant_decisions_are_ordered() {
+    let index = capped(Some(3), None, Duration::MAX);
+    index.process_routing_decision_for_request(&tokens(0, 2), 1);
+    index.process_routing_decision_for_request(&tokens(10, 2), 1);
+    assert_eq!(index.stats().entries, 3);
+    assert_eq!(index.find_matches_for_request(&tokens(10, 2)).scores[&1], 2);
+    assert_eq!(index.find_matches_for_request(&tokens(0, 2)).scores[&1], 1);
 }

@@ -91,10 +91,8 @@ impl Tree {
         restored_claim: u64,
         guard: &Guard,
     ) -> bool {
-        let merge = |c: u64| {
-            (c | (restored_claim & claim::EXACT))
-                | claim::approx(c).max(claim::approx(restored_claim))
-        };
+        let exact = restored_claim & claim::EXACT;
+        let merge = |c: u64| claim::refreshed(c, claim::approx(restored_claim)) | exact;
         match self.nodes.entry(row.seq.0) {
             Entry::Occupied(o) => o.get().upsert(slot, merge, guard),
             Entry::Vacant(v) => {

@@ -1,0 +1,116 @@
+//! Loom models of every place where two threads meet without a lock.
+//!
+//! Built only with `RUSTFLAGS="--cfg loom --cfg crossbeam_loom"` (see `docs/testing.md`):
+//! the crate's atomics then come from loom through `crate::sync`, crossbeam-epoch is
+//! loom-aware, and the locks the protocols lean on are loom's. The dashmap shard lock of a
+//! node is played by a `loom::sync::RwLock<Option<Node>>` ([`Shard`]); the operations on
+//! it follow `Tree`'s (read lock for a refresh or a find, write lock for a shape change or
+//! a walk) and call the real [`Node`](node::Node) methods of `src/tree/node.rs`, compiled
+//! here a second time because `tree::node` is private to `tree`.
+//!
+//! Each model names, in its doc comment, the ordering it checks and the `loom_break` cfg
+//! (or the one-line patch) that breaks it, with the failure loom then reports.
+
+mod find_vs_unlink;
+mod handover;
+mod record_vs_sweep;
+mod remove_vs_record;
+mod watch;
+
+use crossbeam_epoch::Guard;
+use loom::sync::RwLock;
+
+/// `super::claim` for the included `node.rs`.
+use crate::tree::claim;
+use crate::workers::Slot;
+use crate::{LocalBlockHash, SequenceHash};
+
+#[path = "../tree/node.rs"]
+#[allow(dead_code)]
+mod node;
+
+use node::{Node, Outcome, Settle};
+
+/// One node's map shard: `None` once the node is unlinked.
+type Shard = RwLock<Option<Node>>;
+
+/// A shard holding a first-block node with one entry.
+fn shard_with(slot: Slot, claim: u64) -> Shard {
+    RwLock::new(Some(Node::new(
+        SequenceHash(0),
+        LocalBlockHash(1),
+        0,
+        slot,
+        claim,
+    )))
+}
+
+/// `Tree::upsert_chain` for one block: refresh in place under the read lock, else add the
+/// entry (or the node) under the write lock. Returns the entries added (0 or 1).
+fn record(shard: &Shard, slot: Slot, expiry: u64, guard: &Guard) -> usize {
+    let raise = |c| claim::refreshed(c, expiry);
+    let refreshed = if cfg!(loom_break = "refresh_unlocked") {
+        // Broken: the refresh runs after the read lock is dropped.
+        let holders = shard.read().unwrap().as_ref().map(|n| n.holders(guard));
+        holders.and_then(|h| node::find(h, slot)).is_some_and(|h| {
+            h.claim.fetch_max(expiry, crate::sync::Ordering::AcqRel);
+            true
+        })
+    } else {
+        let node = shard.read().unwrap();
+        node.as_ref()
+            .is_some_and(|n| n.update_claim(slot, raise, guard))
+    };
+    if refreshed {
+        return 0;
+    }
+    let mut node = shard.write().unwrap();
+    match node.as_ref() {
+        Some(n) => usize::from(n.upsert(slot, raise, guard)),
+        None => {
+            let fresh = Node::new(SequenceHash(0), LocalBlockHash(1), 0, slot, raise(0));
+            *node = Some(fresh);
+            1
+        }
+    }
+}
+
+/// `Tree::walk` for one block: under the write lock, remove `slot`'s entry if it expired
+/// by `threshold` (any entry of a dead slot), unlinking the node it leaves empty. Returns
+/// the entries removed (0 or 1).
+fn walk(shard: &Shard, slot: Slot, threshold: u64, alive: bool, guard: &Guard) -> usize {
+    let mut node = shard.write().unwrap();
+    let Some(n) = node.as_ref() else {
+        return 0;
+    };
+    // `tree::walk_decision` for claims without the exact bit.
+    let decide = |c| {
+        if alive && (claim::approx(c) == 0 || claim::approx(c) > threshold) {
+            Settle::Keep
+        } else {
+            Settle::Remove
+        }
+    };
+    match n.settle(slot, decide, guard) {
+        Outcome::RemovedLast => {
+            *node = None;
+            1
+        }
+        Outcome::Removed => 1,
+        Outcome::Absent | Outcome::Kept | Outcome::Set => 0,
+    }
+}
+
+/// `slot`'s claim on the block, read as a find does (the lock dropped before the read).
+fn claim_of(shard: &Shard, slot: Slot, guard: &Guard) -> Option<u64> {
+    let holders = shard.read().unwrap().as_ref().map(|n| n.holders(guard))?;
+    node::find(holders, slot).map(node::Holder::claim)
+}
+
+/// Runs enough collections for anything retired before the call to be freed, once no
+/// other thread is pinned (each flush advances the global epoch at most once).
+fn reclaim() {
+    for _ in 0..3 {
+        crossbeam_epoch::pin().flush();
+    }
+}
