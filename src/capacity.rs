@@ -160,8 +160,15 @@ pub(crate) fn evict_worker(
     guard: &Guard,
 ) -> usize {
     let mut evicted = 0;
-    while workers.entries(slot) > cap && evicted < quota {
-        let excess = (workers.entries(slot) - cap).min(quota - evicted);
+    while evicted < quota {
+        // Read the count once: another thread may evict this worker concurrently.
+        let excess = workers
+            .entries(slot)
+            .saturating_sub(cap)
+            .min(quota - evicted);
+        if excess == 0 {
+            break;
+        }
         let Some(n) = evict_oldest(tree, workers, timers, slot, excess, guard) else {
             break; // nothing left to evict (the rest is exact, or counted but in flight)
         };

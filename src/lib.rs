@@ -63,6 +63,7 @@
 mod capacity;
 mod clock;
 mod config;
+mod engine;
 mod error;
 mod events;
 mod expiry;

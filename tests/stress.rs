@@ -336,7 +336,6 @@ fn stress_random_operations_with_invariants() {
 /// With a per-worker cap (above any prompt's size, so a worker's fresh decision survives
 /// its own evictions) and, in a second run, a global cap (which may evict anyone).
 #[test]
-#[ignore = "bug: evict_worker underflows under concurrent evictions (see concurrent_evictions_of_one_worker_do_not_panic)"]
 fn stress_with_caps() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let per_worker = Config {
@@ -358,7 +357,6 @@ fn stress_with_caps() {
 /// eviction in between makes the subtraction underflow: a panic with overflow checks (the
 /// test profile), an over-eviction without.
 #[test]
-#[ignore = "bug: evict_worker underflows (panics with overflow checks) when another thread evicts the same worker"]
 fn concurrent_evictions_of_one_worker_do_not_panic() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let index = ApproxKvIndexer::builder()
