@@ -147,14 +147,24 @@ impl Node {
         update: impl Fn(u64) -> u64,
         guard: &Guard,
     ) -> bool {
-        match find(self.holders(guard), slot) {
-            Some(holder) => {
-                let _ = holder
-                    .claim
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| Some(update(c)));
-                true
+        let Some(holder) = find(self.holders(guard), slot) else {
+            return false;
+        };
+        let mut current = holder.claim.load(Ordering::Acquire);
+        loop {
+            let next = update(current);
+            if next == current {
+                return true; // already as wanted: no write, no cache-line transfer
             }
-            None => false,
+            match holder.claim.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => current = seen,
+            }
         }
     }
 
