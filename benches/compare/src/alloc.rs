@@ -80,3 +80,28 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
 }
+
+/// Live bytes once the heap has settled: retired arrays of this crate handed to the epoch
+/// collector are freed, and background threads (a dropped Dynamo actor freeing its tree)
+/// have stopped freeing, i.e. the count held still for 20 ms (or 2 s passed).
+pub fn settled_live_bytes() -> isize {
+    let flush = || {
+        for _ in 0..256 {
+            crossbeam_epoch::pin().flush();
+        }
+    };
+    flush();
+    let mut last = live_bytes();
+    let mut still = 0;
+    for _ in 0..400 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        flush();
+        let now = live_bytes();
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+        if still >= 4 {
+            break;
+        }
+    }
+    last
+}

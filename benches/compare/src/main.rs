@@ -112,10 +112,10 @@ fn measure<S: Subject>(
     // Route on one thread from empty; memory is what the loaded index holds on the heap.
     let mut decisions = vec![Vec::with_capacity(n)];
     let mut lat = Vec::with_capacity(n);
-    let base = alloc::live_bytes();
+    let base = alloc::settled_live_bytes();
     let s = make(LONG_TTL, Duration::from_millis(100));
     let t = scenarios::route(h, &s, reqs, 1, &mut decisions);
-    let bytes = alloc::live_bytes() - base;
+    let bytes = alloc::settled_live_bytes() - base;
     row.route1 = rate(t);
     row.route_us = per_req(t);
     row.pairs = count_pairs(seqs, &decisions[0]);
