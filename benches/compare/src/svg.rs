@@ -108,7 +108,7 @@ pub fn chart(
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             px(i),
             TOP + ph + 18.0,
-            label(*x)
+            x
         );
     }
     let _ = writeln!(
