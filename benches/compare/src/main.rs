@@ -143,7 +143,8 @@ fn measure<S: Subject>(
     drop(s);
     for (k, &sharers) in scenarios::SHARERS.iter().enumerate() {
         let s = make(LONG_TTL, Duration::from_millis(100));
-        row.find_sharers[k] = scenarios::shared_prefix_find(h, &s, sharers);
+        (row.record_sharers[k], row.find_sharers[k]) =
+            scenarios::shared_prefix_find(h, &s, sharers);
     }
 
     let s = make(LONG_TTL, Duration::from_millis(100));

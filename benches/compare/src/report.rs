@@ -15,6 +15,9 @@ pub struct Row {
     /// Median find latency (µs, hashing excluded) of a 256-block prompt shared by
     /// 16, 128 and 1,024 workers.
     pub find_sharers: [f64; 3],
+    /// Mean time (µs) of recording that prompt for one more worker, up to 16, 128 and
+    /// 1,024 workers.
+    pub record_sharers: [f64; 3],
     /// Record-only throughput (hashing included), 1 and N threads, records/s.
     pub record1: f64,
     pub record_n: f64,
@@ -141,6 +144,21 @@ pub fn print(rounds: &[[Row; 3]], threads: usize) {
         (
             "find 256 blocks, 1024 sharers, p50 (µs)".into(),
             |r| r.find_sharers[2],
+            Target::None,
+        ),
+        (
+            "record 256 blocks, up to 16 sharers (µs)".into(),
+            |r| r.record_sharers[0],
+            Target::None,
+        ),
+        (
+            "record 256 blocks, up to 128 sharers (µs)".into(),
+            |r| r.record_sharers[1],
+            Target::None,
+        ),
+        (
+            "record 256 blocks, up to 1024 sharers (µs)".into(),
+            |r| r.record_sharers[2],
             Target::None,
         ),
         (
