@@ -40,9 +40,13 @@ fn find(shard: &Shard, reclaimed: &AtomicBool, guard: &Guard) -> Option<(u32, u6
         watch::watch(holders.as_ptr() as usize); // before the lock is released
         holders
     };
-    let _ = reclaimed.load(Ordering::Relaxed); // stands for the reads below
-    // Checked before the reads too: reading a freed loom atomic is undefined behaviour.
-    assert!(!watch::freed(), "the array was freed while the find read it");
+    // Stands for the reads below (see the module comment), which are checked before they
+    // happen too: reading a freed loom atomic is undefined behaviour.
+    let _ = reclaimed.load(Ordering::Relaxed);
+    assert!(
+        !watch::freed(),
+        "the array was freed while the find read it"
+    );
     let seen = holders.iter().map(|h| (h.slot, h.claim())).next();
     let freed = watch::unwatch();
     assert!(!freed, "the array was freed while the find read it");
@@ -51,7 +55,7 @@ fn find(shard: &Shard, reclaimed: &AtomicBool, guard: &Guard) -> Option<(u32, u6
 
 #[test]
 fn find_races_unlink_and_reclamation() {
-    loom::model(|| {
+    super::model(|| {
         let shard = Arc::new(shard_with(WORKER, CLAIM));
         let reclaimed = Arc::new(AtomicBool::new(false));
         let finder = {
@@ -76,7 +80,7 @@ fn find_races_unlink_and_reclamation() {
                     assert_eq!(outcome, Outcome::RemovedLast);
                     *node = None;
                 }
-                reclaim();
+                reclaim(2);
                 reclaimed.store(true, Ordering::Relaxed);
             })
         };

@@ -67,7 +67,7 @@ impl World {
 
 #[test]
 fn callers_hand_timers_to_concurrent_sweeps() {
-    loom::model(|| {
+    super::model(|| {
         let world = Arc::new(World {
             expiry: Expiry::new(TICK, 100),
             shard: Shard::new(None),

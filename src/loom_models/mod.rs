@@ -107,10 +107,19 @@ fn claim_of(shard: &Shard, slot: Slot, guard: &Guard) -> Option<u64> {
     node::find(holders, slot).map(node::Holder::claim)
 }
 
-/// Runs enough collections for anything retired before the call to be freed, once no
-/// other thread is pinned (each flush advances the global epoch at most once).
-fn reclaim() {
-    for _ in 0..3 {
+/// Runs `flushes` collections: each advances the global epoch at most once, and what a
+/// thread retired is freed two advances after its bag reached the global queue.
+fn reclaim(flushes: usize) {
+    for _ in 0..flushes {
         crossbeam_epoch::pin().flush();
     }
+}
+
+/// `loom::model`, with the default epoch collector created before `f` spawns threads, as
+/// in a running index: otherwise loom would also explore the threads racing to create it.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    loom::model(move || {
+        let _ = crossbeam_epoch::default_collector();
+        f();
+    });
 }

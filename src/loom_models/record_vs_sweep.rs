@@ -27,12 +27,13 @@ const NEW: u64 = 100;
 const FAR: u64 = 1_000;
 
 fn race(other_holder: bool) {
-    loom::model(move || {
+    super::model(move || {
         let shard = Arc::new(shard_with(WORKER, OLD));
+        let guard = crossbeam_epoch::pin(); // the main thread sets up, registered
         if other_holder {
-            let guard = crossbeam_epoch::pin();
             record(&shard, OTHER, FAR, &guard);
         }
+        drop(guard);
         let recorder = {
             let shard = Arc::clone(&shard);
             thread::spawn(move || record(&shard, WORKER, NEW, &crossbeam_epoch::pin()))
