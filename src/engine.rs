@@ -30,7 +30,7 @@ pub(crate) struct Engine {
     timers: bool,
     pub(crate) caps: Caps,
     clock: Arc<dyn Clock>,
-    tree: Tree,
+    pub(crate) tree: Tree,
     pub(crate) workers: Arc<Workers>,
     expiry: Expiry,
     global_eviction: GlobalEviction,

@@ -179,6 +179,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
                 seq: seq.len(),
             });
         }
+        self.inner.tree.check_chain(local, seq);
         self.inner.record(worker, local, seq);
         Ok(())
     }

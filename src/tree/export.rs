@@ -91,6 +91,8 @@ impl Tree {
         restored_claim: u64,
         guard: &Guard,
     ) -> bool {
+        self.nested
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         let exact = restored_claim & claim::EXACT;
         let merge = |c: u64| claim::refreshed(c, claim::approx(restored_claim)) | exact;
         match self.nodes.entry(row.seq.0) {

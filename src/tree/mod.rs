@@ -7,6 +7,7 @@
 
 pub(crate) mod claim;
 mod export;
+mod find;
 mod node;
 
 use crossbeam_epoch::Guard;
@@ -15,9 +16,8 @@ use dashmap::DashMap;
 
 use crate::hash::SeqChain;
 use crate::id_hasher::IdBuildHasher;
-use crate::scores::OverlapScores;
-use crate::workers::{Slot, Workers};
-use crate::{LocalBlockHash, SequenceHash, WorkerKey};
+use crate::workers::Slot;
+use crate::{LocalBlockHash, SequenceHash};
 
 pub(crate) use export::LiveEntry;
 pub(crate) use node::Holder;
@@ -29,6 +29,11 @@ const SHARDS: usize = 128;
 /// The node map and the operations of find, record, sweep and dump on it.
 pub(crate) struct Tree {
     nodes: DashMap<u64, Node, IdBuildHasher>,
+    /// True while every worker's live entries along any prompt form a prefix (holder sets
+    /// shrink with depth), which lets find gallop. Cleared for good by anything that can
+    /// break it: exact KV events, restores, and decisions whose sequence hashes are not the
+    /// chain of their local hashes.
+    pub(crate) nested: std::sync::atomic::AtomicBool,
 }
 
 impl Tree {
@@ -39,6 +44,7 @@ impl Tree {
                 IdBuildHasher::default(),
                 SHARDS,
             ),
+            nested: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -61,51 +67,6 @@ impl Tree {
         self.nodes.capacity() * bucket + nodes * 16 + entries * std::mem::size_of::<Holder>()
     }
 
-    /// For each live worker, the length of the leading run of `local` blocks it holds at `now`.
-    pub(crate) fn find<W: WorkerKey>(
-        &self,
-        local: &[LocalBlockHash],
-        now: u64,
-        workers: &Workers,
-        guard: &Guard,
-    ) -> OverlapScores<W> {
-        let mut scores = OverlapScores::default();
-        // Workers still matching every block so far, sorted by slot.
-        let mut active: Vec<(Slot, W)> = Vec::new();
-        let mut chain = SeqChain::default();
-        let mut depth = 0u32;
-        for (i, &block) in local.iter().enumerate() {
-            let key = chain.next(block).0;
-            // The shard read lock lives only for this statement: the slice stays valid
-            // through the epoch guard.
-            let Some(holders) = self.nodes.get(&key).map(|n| n.holders(guard)) else {
-                break;
-            };
-            if i == 0 {
-                active.extend(
-                    holders
-                        .iter()
-                        .filter(|h| h.live_at(now))
-                        .filter_map(|h| workers.alive(h.slot).map(|w| (h.slot, w))),
-                );
-            } else {
-                retain_holders(&mut active, holders, now, |slot, worker| {
-                    scores.scores.insert(worker, depth);
-                    scores.tree_sizes.insert(worker, workers.entries(slot));
-                });
-            }
-            if active.is_empty() {
-                break;
-            }
-            depth += 1;
-        }
-        for &(slot, worker) in &active {
-            scores.scores.insert(worker, depth);
-            scores.tree_sizes.insert(worker, workers.entries(slot));
-        }
-        scores
-    }
-
     /// Records that `slot` holds every block of the prompt until `expiry`. Returns the
     /// number of (block, slot) entries newly added (the rest were refreshed).
     pub(crate) fn record(
@@ -126,6 +87,17 @@ impl Tree {
         )
     }
 
+    /// Notes a decision whose hashes came from the caller: if its sequence hashes are not
+    /// the chain of its local hashes, holder sets may stop being nested, so finds stop
+    /// galloping for good. (Decisions hashed by the index are chains by construction.)
+    pub(crate) fn check_chain(&self, local: &[LocalBlockHash], seq: &[SequenceHash]) {
+        let mut chain = SeqChain::default();
+        if !local.iter().zip(seq).all(|(&l, &q)| chain.next(l) == q) {
+            self.nested
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     /// Marks `slot` as exactly storing each `(local, seq)` block, chained from `parent`.
     /// Returns the number of entries newly added.
     pub(crate) fn store_exact(
@@ -135,6 +107,8 @@ impl Tree {
         blocks: impl Iterator<Item = (LocalBlockHash, SequenceHash)>,
         guard: &Guard,
     ) -> usize {
+        self.nested
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         self.upsert_chain(slot, parent, blocks, |c| c | claim::EXACT, guard)
     }
 
@@ -199,6 +173,8 @@ impl Tree {
         blocks: impl Iterator<Item = SequenceHash>,
         guard: &Guard,
     ) -> usize {
+        self.nested
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         let mut removed = 0;
         for seq in blocks {
             let Entry::Occupied(entry) = self.nodes.entry(seq.0) else {
@@ -330,26 +306,4 @@ fn walk_decision(c: u64, threshold: u64, slot_alive: bool) -> Settle {
     } else {
         Settle::Remove
     }
-}
-
-/// Keeps the `active` workers that hold a live entry in `holders` (both sorted by slot);
-/// reports each dropped worker to `dropped`.
-#[inline]
-fn retain_holders<W: Copy>(
-    active: &mut Vec<(Slot, W)>,
-    holders: &[Holder],
-    now: u64,
-    mut dropped: impl FnMut(Slot, W),
-) {
-    let mut j = 0;
-    active.retain(|&(slot, worker)| {
-        while j < holders.len() && holders[j].slot < slot {
-            j += 1;
-        }
-        let keep = j < holders.len() && holders[j].slot == slot && holders[j].live_at(now);
-        if !keep {
-            dropped(slot, worker);
-        }
-        keep
-    });
 }
