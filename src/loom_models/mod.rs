@@ -26,7 +26,7 @@ use crate::workers::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
 #[path = "../tree/node.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::duplicate_mod)] // `tree::node` is private to `tree`
 mod node;
 
 use node::{Node, Outcome, Settle};
