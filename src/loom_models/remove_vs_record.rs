@@ -9,10 +9,12 @@
 //! recycled only once no entry carrying it remains), and entry counts match the tree.
 //!
 //! Not checked here: that the emptied dead slot is then recycled (no leak). That is a
-//! liveness property, and loom lets a finished thread's last epoch store (made by its
-//! thread-local handle's destructor, after `join` has synchronised) stay invisible to
-//! the main thread forever, so the epoch may never advance in a model after the threads
-//! end. The unit test `workers::tests::removed_slot_is_recycled_only_after_its_entries_are_gone`
+//! liveness property loom cannot settle: it lets a finished thread's last epoch store
+//! (made by its thread-local handle's destructor, after `join` has synchronised) stay
+//! invisible to the main thread forever, so the epoch may never advance after the threads
+//! end; and it treats SeqCst accesses as AcqRel, so the `kill` / `adjust_entries`
+//! handshake (each stores, then loads the other's word) could miss both ways under loom
+//! only. The unit test `workers::tests::removed_slot_is_recycled_only_after_its_entries_are_gone`
 //! covers it.
 //!
 //! Checked ordering: the recorder stays pinned from before `resolve` until after
