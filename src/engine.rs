@@ -34,6 +34,8 @@ pub(crate) struct Engine {
     pub(crate) workers: Arc<Workers>,
     expiry: Expiry,
     global_eviction: GlobalEviction,
+    /// Held for a whole sweep (only sweepers take it).
+    sweeping: parking_lot::Mutex<()>,
     records: StripedCounter,
     finds: StripedCounter,
     expirations: StripedCounter,
@@ -59,6 +61,7 @@ impl Engine {
             workers: Workers::new(caps.total.is_some(), !timers),
             expiry: Expiry::new(tick_nanos, if timers { ttl_nanos } else { 0 }),
             global_eviction: GlobalEviction::default(),
+            sweeping: parking_lot::Mutex::new(()),
             records: StripedCounter::default(),
             finds: StripedCounter::default(),
             expirations: StripedCounter::default(),
@@ -267,6 +270,9 @@ impl Engine {
     /// Reclaims what is due at the clock's current time: dead slots to purge, due timers,
     /// and (with caps) expired decisions in the logs. Returns the entries freed.
     pub(crate) fn sweep(&self) -> usize {
+        // One sweep at a time, whole: a sweep that returns has finished its purges and walks,
+        // even if another thread (the background sweeper) started first.
+        let _turn = self.sweeping.lock();
         let now = self.now();
         let mut freed = self.purge_dead();
         self.expiry.take_due(now, |Timer { leaf, slot }| {

@@ -321,8 +321,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
 
     /// Reclaims, now and on this thread, every entry whose TTL has passed by the clock's
     /// current time; returns how many (block, worker) entries were freed. The background
-    /// sweeper does this every tick; call it yourself when the sweeper is disabled or
-    /// with a manual clock.
+    /// sweeper does this every tick; call it yourself when the sweeper is disabled or with a
+    /// manual clock. If the background sweeper is sweeping at that moment, this waits for it
+    /// (sweeps take turns, so a sweep that returns has finished its work).
     ///
     /// ```
     /// use std::{sync::Arc, time::Duration};
