@@ -34,12 +34,7 @@ impl Tree {
         };
         // Block 0's sequence hash is its local hash.
         let mut active: Vec<(Slot, W)> = match self.nodes.get(&first.0) {
-            Some(node) => node
-                .holders(guard)
-                .iter()
-                .filter(|h| h.live_at(now))
-                .filter_map(|h| workers.alive(h.slot).map(|w| (h.slot, w)))
-                .collect(),
+            Some(node) => live_workers(node.holders(guard), now, workers).collect(),
             None => return scores,
         };
         if active.is_empty() {
@@ -119,12 +114,7 @@ impl Tree {
                 break;
             };
             if i == 0 {
-                active.extend(
-                    holders
-                        .iter()
-                        .filter(|h| h.live_at(now))
-                        .filter_map(|h| workers.alive(h.slot).map(|w| (h.slot, w))),
-                );
+                active.extend(live_workers(holders, now, workers));
             } else {
                 retain_holders(&mut active, holders, now, |slot, worker| {
                     scores.scores.insert(worker, depth);
@@ -142,6 +132,19 @@ impl Tree {
         }
         scores
     }
+}
+
+/// The holders live at `now` whose worker is alive, with their worker keys, by slot.
+#[inline]
+fn live_workers<'a, W: WorkerKey>(
+    holders: &'a [Holder],
+    now: u64,
+    workers: &'a Workers,
+) -> impl Iterator<Item = (Slot, W)> + 'a {
+    holders
+        .iter()
+        .filter(move |h| h.live_at(now))
+        .filter_map(|h| workers.alive(h.slot).map(|w| (h.slot, w)))
 }
 
 /// How many of `active` hold a live entry in `holders` (both sorted by slot).
