@@ -3,56 +3,12 @@
 //!
 //! Case counts are modest so `cargo test` stays fast; raise them with `PROPTEST_CASES`.
 
-use approx_kv_index::{
-    compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash, SequenceHash, XXH3_SEED,
-};
+mod support;
+
+use approx_kv_index::{compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash};
 use proptest::prelude::*;
-use xxhash_rust::xxh3::xxh3_64_with_seed;
-
-/// `PROPTEST_CASES` if set, else `default`.
-fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    }
-}
-
-/// The obvious block hashing: one xxh3 per full block of little-endian token bytes.
-fn reference_local(tokens: &[u32], block_size: u32) -> Vec<LocalBlockHash> {
-    if block_size == 0 {
-        return Vec::new();
-    }
-    let bs = block_size as usize;
-    (0..tokens.len() / bs)
-        .map(|i| {
-            let bytes: Vec<u8> = tokens[i * bs..(i + 1) * bs]
-                .iter()
-                .flat_map(|t| t.to_le_bytes())
-                .collect();
-            LocalBlockHash(xxh3_64_with_seed(&bytes, XXH3_SEED))
-        })
-        .collect()
-}
-
-/// The obvious chain: `seq[0] = local[0]`, `seq[i] = xxh3(le(seq[i-1]) ‖ le(local[i]))`.
-fn reference_seq(local: &[LocalBlockHash]) -> Vec<SequenceHash> {
-    let mut out: Vec<SequenceHash> = Vec::new();
-    for l in local {
-        let next = match out.last() {
-            None => l.0,
-            Some(prev) => {
-                let bytes = [prev.0.to_le_bytes(), l.0.to_le_bytes()].concat();
-                xxh3_64_with_seed(&bytes, XXH3_SEED)
-            }
-        };
-        out.push(SequenceHash(next));
-    }
-    out
-}
+use support::proptest_config::config;
+use support::reference_hash::{reference_local, reference_seq};
 
 fn block_size() -> impl Strategy<Value = u32> {
     prop_oneof![4 => 1u32..=8, 1 => Just(16u32), 1 => Just(0u32), 1 => Just(u32::MAX)]

@@ -13,18 +13,7 @@ use approx_kv_index::{
 };
 use proptest::prelude::*;
 use support::harness::{Harness, Op};
-
-/// `PROPTEST_CASES` if set, else `default`.
-fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    }
-}
+use support::proptest_config::config;
 
 /// A few workers and the extreme id.
 fn worker() -> impl Strategy<Value = WorkerId> {

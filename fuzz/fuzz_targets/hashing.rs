@@ -29,21 +29,10 @@ struct Input {
     seq: Vec<u64>,
 }
 
-/// The obvious chained hash of Dynamo, for comparison.
-fn reference_seq(local: &[LocalBlockHash]) -> Vec<SequenceHash> {
-    let mut out: Vec<SequenceHash> = Vec::new();
-    for l in local {
-        let next = match out.last() {
-            None => l.0,
-            Some(prev) => {
-                let bytes = [prev.0.to_le_bytes(), l.0.to_le_bytes()].concat();
-                xxh3_64_with_seed(&bytes, XXH3_SEED)
-            }
-        };
-        out.push(SequenceHash(next));
-    }
-    out
-}
+/// The obvious chained hash of Dynamo, for comparison (shared with the hashing properties).
+#[path = "../../tests/support/reference_hash.rs"]
+mod reference_hash;
+use reference_hash::reference_seq;
 
 fuzz_target!(|input: Input| {
     let bs = match input.block_size {
