@@ -352,10 +352,10 @@ fn stress_with_caps() {
     stress(total, run_for() / 4);
 }
 
-/// Threads recording the same worker under a per-worker cap: `evict_worker` reads the
-/// worker's entry count twice (`entries > cap`, then `entries - cap`); another thread's
-/// eviction in between makes the subtraction underflow: a panic with overflow checks (the
-/// test profile), an over-eviction without.
+/// Regression: threads recording the same worker under a per-worker cap. `evict_worker`
+/// used to read the worker's entry count twice (`entries > cap`, then `entries - cap`), and
+/// another thread's eviction in between made the subtraction underflow: a panic with
+/// overflow checks (the test profile), an over-eviction without. It now reads it once.
 #[test]
 fn concurrent_evictions_of_one_worker_do_not_panic() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -381,10 +381,11 @@ fn concurrent_evictions_of_one_worker_do_not_panic() {
     });
 }
 
-/// `Stored` events racing `remove_worker` of the same worker and sweeps: a `Stored`
-/// event resolves the slot, the worker is removed and its purge runs (finding nothing),
-/// then the event inserts its exact entries for the dead slot. They have no timer and the
-/// purge has run: they are never reclaimed (and the slot is never recycled).
+/// Regression: `Stored` events racing `remove_worker` of the same worker and sweeps. An
+/// event used to resolve the slot, the worker was removed and its purge ran (finding
+/// nothing), then the event inserted exact entries for the dead slot, which nothing ever
+/// reclaimed. Now the event registers as a writer before checking the slot is alive, and a
+/// purge waits for writers (`Workers::begin_exact`): the index must end empty.
 #[test]
 fn stored_events_racing_removal_do_not_leak() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
