@@ -1,58 +1,69 @@
-//! Bounded memory: per-worker and global caps on stored entries, enforced by evicting a
-//! worker's least recently recorded decisions, deepest blocks first.
+//! Bounded memory: per-worker and global caps on stored entries, enforced by evicting the
+//! least recently recorded decisions, deepest blocks first.
 //!
-//! Each worker slot keeps a [`DecisionLog`]: `(expiry, leaf)` per recorded decision, oldest
-//! first (only when a cap is configured). Evicting a decision is the same walk as expiring
-//! it, with the decision's own expiry as the threshold instead of "now": the walk starts at
-//! the leaf, removes the slot's entries not refreshed since that decision, and stops at the
-//! first block a later decision refreshed. Deeper blocks go first, and since a later decision
-//! refreshes the whole path up to the root, a surviving block never loses its prefix.
+//! A [`DecisionLog`] lists decisions oldest first: one per worker slot for the per-worker
+//! cap, and one for the whole index for the global cap (so finding the globally oldest
+//! decision is a pop, whatever the number of workers). Evicting a decision is the same walk
+//! as expiring it, with the decision's own expiry as the threshold instead of "now": the
+//! walk starts at the leaf, removes the slot's entries not refreshed since that decision,
+//! and stops at the first block a later decision refreshed. Deeper blocks go first, and
+//! since a later decision refreshes the whole path up to the root, a surviving block never
+//! loses its prefix.
+//!
+//! A logged decision may be stale when it is popped: refreshed since (its walk then stops
+//! at once), already evicted through the other log, or of a registration that was removed
+//! and whose slot now serves another worker (told by the slot's generation, and skipped).
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
+use crossbeam_epoch::Guard;
+
+use crate::expiry::{Expiry, Timer};
 use crate::sync::Mutex;
+use crate::tree::Tree;
+use crate::workers::{Slot, Workers};
 use crate::SequenceHash;
 
-/// A worker slot's recorded decisions, oldest first.
+/// One logged decision: whose (slot and the slot's generation then), the walk's threshold
+/// (the decision's expiry) and where the walk starts (its leaf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Decision {
+    pub(crate) slot: Slot,
+    pub(crate) generation: u32,
+    pub(crate) expiry: u64,
+    pub(crate) leaf: SequenceHash,
+}
+
+/// Decisions, oldest (earliest expiry) first.
 ///
 /// Several threads may evict from one log at once: each pops its own decision (the pop is
-/// atomic), so no thread ever waits for another's eviction. Two evictors seeing the same
-/// excess may both evict it, so under contention a worker can end slightly under its cap.
+/// atomic), so no thread ever waits for another's eviction.
 #[derive(Debug, Default)]
 pub(crate) struct DecisionLog {
     decisions: Mutex<VecDeque<Decision>>,
 }
 
-/// One logged decision: its order among all decisions (for the global cap), its expiry
-/// (the walk's threshold) and its leaf.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Decision {
-    stamp: u64,
-    expiry: u64,
-    leaf: SequenceHash,
-}
-
 impl DecisionLog {
-    /// Appends a decision (`stamp` orders it among all workers' decisions). Returns the
-    /// log's length afterwards.
-    pub(crate) fn push(&self, stamp: u64, expiry: u64, leaf: SequenceHash) -> usize {
+    /// Appends a decision just recorded. Returns the log's length afterwards.
+    pub(crate) fn push(&self, decision: Decision) -> usize {
         let mut d = self.decisions.lock();
-        d.push_back(Decision {
-            stamp,
-            expiry,
-            leaf,
-        });
+        d.push_back(decision);
         d.len()
     }
 
-    /// The stamp of the oldest decision, if any.
-    pub(crate) fn oldest_stamp(&self) -> Option<u64> {
-        self.decisions.lock().front().map(|d| d.stamp)
+    /// Inserts a decision in expiry order (restores, replayed events and re-anchored walks
+    /// come with expiries of the past), *before* those with the same expiry: restores and
+    /// replays put entries back parents first, so among the claims of one decision the
+    /// deeper is evicted first. Returns the log's length afterwards.
+    pub(crate) fn insert(&self, decision: Decision) -> usize {
+        let mut d = self.decisions.lock();
+        let at = d.partition_point(|x| x.expiry < decision.expiry);
+        d.insert(at, decision);
+        d.len()
     }
 
-    /// Takes the oldest decision: `(expiry, leaf)`. If it is only partly evicted, put it
-    /// back with the returned closure's help.
+    /// Takes the oldest decision.
     fn pop_oldest(&self) -> Option<Decision> {
         self.decisions.lock().pop_front()
     }
@@ -72,13 +83,10 @@ impl DecisionLog {
         }
     }
 
-    /// Keeps only the decisions `needed` says are still the latest for their leaf.
-    pub(crate) fn compact(&self, mut needed: impl FnMut(u64, SequenceHash) -> bool) {
+    /// Keeps only the decisions `needed` says are still to be evicted.
+    fn compact(&self, mut needed: impl FnMut(&Decision) -> bool) {
         let snapshot: Vec<_> = self.decisions.lock().drain(..).collect();
-        let kept: Vec<_> = snapshot
-            .into_iter()
-            .filter(|x| needed(x.expiry, x.leaf))
-            .collect();
+        let kept: Vec<_> = snapshot.into_iter().filter(|x| needed(x)).collect();
         let mut d = self.decisions.lock();
         // Decisions pushed while we filtered are newer: they go after the kept ones.
         let newer: Vec<_> = d.drain(..).collect();
@@ -90,24 +98,10 @@ impl DecisionLog {
     pub(crate) fn clear(&self) {
         self.decisions.lock().clear();
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn log_is_fifo_prunes_and_compacts() {
-        let log = DecisionLog::default();
-        for i in 1..=5 {
-            log.push(i, i * 10, SequenceHash(i));
-        }
-        log.prune_expired(20);
-        assert_eq!(log.oldest_stamp(), Some(3));
-        assert_eq!(log.pop_oldest().map(|d| d.leaf), Some(SequenceHash(3)));
-        log.compact(|_, leaf| leaf.0 != 4);
-        assert_eq!(log.pop_oldest().map(|d| d.expiry), Some(50));
-        assert_eq!(log.oldest_stamp(), None);
+    /// Decisions logged.
+    pub(crate) fn len(&self) -> usize {
+        self.decisions.lock().len()
     }
 }
 
@@ -119,148 +113,141 @@ pub(crate) struct Caps {
 }
 
 impl Caps {
-    /// Whether any cap is set (and so decision logs are kept).
+    /// Whether any cap is set (and so decisions are logged).
     pub(crate) fn any(&self) -> bool {
         self.per_worker.is_some() || self.total.is_some()
     }
 }
 
-/// Order and turn-taking for the global cap.
-#[derive(Debug, Default)]
-pub(crate) struct GlobalEviction {
-    cursor: std::sync::atomic::AtomicU32,
-    stamps: std::sync::atomic::AtomicU64,
+/// What an eviction touches: the tree, the registry (counts, per-slot logs, generations),
+/// and the timers (for the rest of a partly evicted decision), if the index keeps timers.
+pub(crate) struct Evictor<'a> {
+    pub(crate) tree: &'a Tree,
+    pub(crate) workers: &'a Arc<Workers>,
+    pub(crate) timers: Option<&'a Expiry>,
+    pub(crate) guard: &'a Guard,
 }
 
-impl GlobalEviction {
-    /// The next decision's stamp (one shared atomic: only used under a global cap).
-    pub(crate) fn stamp(&self) -> u64 {
-        self.stamps.fetch_add(1, Ordering::Relaxed)
-    }
-}
-
-use crate::expiry::{Expiry, Timer};
-use crate::tree::Tree;
-use crate::workers::{Slot, Workers};
-use crossbeam_epoch::Guard;
-use std::sync::Arc;
-
-/// Evicts `slot`'s oldest decisions until it holds at most `cap` entries, or `quota`
-/// entries are evicted. A recorder passes the number of entries it added as its quota:
-/// concurrent recorders then evict no more together than they added, so none of them
-/// can strip a worker of its newest decisions by evicting the same excess twice.
-/// Returns the entries evicted.
-pub(crate) fn evict_worker(
-    tree: &Tree,
-    workers: &Arc<Workers>,
-    timers: Option<&Expiry>,
-    slot: Slot,
-    cap: usize,
-    quota: usize,
-    guard: &Guard,
-) -> usize {
-    let mut evicted = 0;
-    while evicted < quota {
-        // Read the count once: another thread may evict this worker concurrently.
-        let excess = workers
-            .entries(slot)
-            .saturating_sub(cap)
-            .min(quota - evicted);
-        if excess == 0 {
-            break;
-        }
-        let Some(n) = evict_oldest(tree, workers, timers, slot, excess, guard) else {
-            break; // nothing left to evict (the rest is exact, or counted but in flight)
+impl Evictor<'_> {
+    /// Evicts `slot`'s oldest decisions until it holds at most `cap` entries, `quota`
+    /// entries are evicted, or its log is empty. A recorder passes twice the entries it
+    /// added as its quota: concurrent recorders then cannot strip a worker of its newest
+    /// decisions by all evicting the same excess. Returns the entries evicted.
+    pub(crate) fn evict_worker(&self, slot: Slot, cap: usize, quota: usize) -> usize {
+        let Some(log) = self.workers.log(slot) else {
+            return 0;
         };
-        evicted += n;
+        self.evict_from(log, quota, || self.workers.entries(slot).saturating_sub(cap))
     }
-    evicted
-}
 
-/// How many workers' oldest decisions are compared to pick the next victim under the
-/// global cap: with at most this many workers the order is exactly least recently
-/// recorded first; beyond, it is approximately so (the oldest of a rotating sample).
-const SAMPLE: u32 = 8;
-
-/// Evicts the globally least recently recorded decisions (approximately: see [`SAMPLE`])
-/// until all entries together are at most `cap`, or `quota` entries are evicted (see
-/// [`evict_worker`]). Gives up when a sample finds nothing to evict.
-pub(crate) fn evict_total(
-    tree: &Tree,
-    workers: &Arc<Workers>,
-    timers: Option<&Expiry>,
-    global: &GlobalEviction,
-    cap: usize,
-    quota: usize,
-    guard: &Guard,
-) -> usize {
-    let mut evicted = 0;
-    loop {
-        let excess = workers.tracked_total().unwrap_or(0).saturating_sub(cap);
-        let excess = excess.min(quota.saturating_sub(evicted));
-        if excess == 0 {
-            return evicted;
-        }
-        let slots = workers.slot_count().max(1);
-        let start = global.cursor.fetch_add(1, Ordering::Relaxed);
-        let victim = (0..SAMPLE.min(slots))
-            .map(|i| start.wrapping_add(i) % slots)
-            .filter_map(|slot| Some((workers.log(slot)?.oldest_stamp()?, slot)))
-            .min();
-        let Some((_, slot)) = victim else {
-            return evicted; // nothing to evict in this sample
-        };
-        evicted += evict_oldest(tree, workers, timers, slot, excess, guard).unwrap_or(0);
-    }
-}
-
-/// Evicts up to `budget` entries of `slot`'s oldest decision (putting back what is left
-/// of it, with a timer for what is left: the decision's own timer starts at its old leaf,
-/// which is gone, so its walk would stop there). `None` if the log is empty.
-fn evict_oldest(
-    tree: &Tree,
-    workers: &Arc<Workers>,
-    timers: Option<&Expiry>,
-    slot: Slot,
-    budget: usize,
-    guard: &Guard,
-) -> Option<usize> {
-    let log = workers.log(slot)?;
-    let decision = log.pop_oldest()?;
-    let alive = workers.is_alive(slot);
-    let walked = tree.walk(decision.leaf, slot, decision.expiry, alive, budget, guard);
-    if let Some(rest) = walked.resume {
-        log.push_front(Decision {
-            leaf: rest,
-            ..decision
-        });
-        if let Some(timers) = timers {
-            timers.schedule(decision.expiry, Timer { leaf: rest, slot });
-        }
-    }
-    workers.adjust_entries(slot, -(walked.removed as i64));
-    Some(walked.removed)
-}
-
-/// Drops logged decisions that a later decision on the same leaf superseded (their
-/// blocks were all refreshed since), when the log has grown past twice the slot's
-/// entries. Amortised O(1) per decision: the survivors name distinct live leaves.
-pub(crate) fn compact_if_long(
-    tree: &Tree,
-    workers: &Workers,
-    slot: Slot,
-    log_len: usize,
-    guard: &Guard,
-) {
-    if log_len <= 2 * workers.entries(slot) + 64 {
-        return;
-    }
-    let Some(log) = workers.log(slot) else {
-        return;
-    };
-    log.compact(|expiry, leaf| {
-        tree.claim_of(leaf, slot, guard).is_some_and(|c| {
-            crate::tree::claim::approx(c) <= expiry && crate::tree::claim::approx(c) != 0
+    /// Evicts the globally least recently recorded decisions from `log` (the index-wide
+    /// log) until all entries together are at most `cap`, or `quota` entries are evicted
+    /// (see [`evict_worker`](Self::evict_worker)), or the log is empty.
+    pub(crate) fn evict_total(&self, log: &DecisionLog, cap: usize, quota: usize) -> usize {
+        self.evict_from(log, quota, || {
+            self.workers.tracked_total().unwrap_or(0).saturating_sub(cap)
         })
-    });
+    }
+
+    fn evict_from(&self, log: &DecisionLog, quota: usize, excess: impl Fn() -> usize) -> usize {
+        let mut evicted = 0;
+        loop {
+            // Read the count afresh: other threads evict concurrently.
+            let excess = excess().min(quota - evicted);
+            if excess == 0 {
+                return evicted;
+            }
+            let Some(n) = self.evict_oldest(log, excess) else {
+                return evicted; // nothing approximate left to evict
+            };
+            evicted += n;
+        }
+    }
+
+    /// Evicts up to `budget` entries of the oldest decision in `log` (putting back what is
+    /// left of it, with a timer for what is left: the decision's own timer starts at its old
+    /// leaf, which is gone, so its walk would stop there). `None` if the log is empty.
+    fn evict_oldest(&self, log: &DecisionLog, budget: usize) -> Option<usize> {
+        let decision = log.pop_oldest()?;
+        let Decision { slot, leaf, .. } = decision;
+        if self.workers.generation(slot) != decision.generation {
+            return Some(0); // a removed registration's slot, serving another worker now
+        }
+        let alive = self.workers.is_alive(slot);
+        let walked = self
+            .tree
+            .walk(leaf, slot, decision.expiry, alive, budget, self.guard);
+        if let Some(rest) = walked.resume {
+            log.push_front(Decision {
+                leaf: rest,
+                ..decision
+            });
+            if let Some(timers) = self.timers {
+                timers.schedule(decision.expiry, Timer { leaf: rest, slot });
+            }
+        }
+        self.workers.adjust_entries(slot, -(walked.removed as i64));
+        Some(walked.removed)
+    }
+
+    /// Drops logged decisions that need no eviction any more (superseded by a later
+    /// decision on the same leaf, already evicted, or of a recycled slot) once the log
+    /// has grown past twice the `entries` it could evict plus a margin. Amortised O(1) per
+    /// decision: the survivors name distinct live (leaf, slot) claims.
+    pub(crate) fn compact_if_long(&self, log: &DecisionLog, log_len: usize, entries: usize) {
+        if log_len <= 2 * entries + 64 {
+            return;
+        }
+        log.compact(|d| {
+            self.workers.generation(d.slot) == d.generation
+                && self
+                    .tree
+                    .claim_of(d.leaf, d.slot, self.guard)
+                    .is_some_and(|c| c.expiry != 0 && c.expiry <= d.expiry)
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(expiry: u64) -> Decision {
+        Decision {
+            slot: 0,
+            generation: 0,
+            expiry,
+            leaf: SequenceHash(expiry),
+        }
+    }
+
+    #[test]
+    fn log_is_ordered_prunes_and_compacts() {
+        let log = DecisionLog::default();
+        for i in [10, 20, 40, 50] {
+            log.push(decision(i));
+        }
+        assert_eq!(log.insert(decision(30)), 5);
+        log.insert(decision(5));
+        log.prune_expired(10);
+        assert_eq!(log.pop_oldest().map(|d| d.expiry), Some(20));
+        log.compact(|d| d.expiry != 40);
+        let rest: Vec<_> = std::iter::from_fn(|| log.pop_oldest().map(|d| d.expiry)).collect();
+        assert_eq!(rest, [30, 50]);
+        assert_eq!(log.len(), 0);
+    }
+
+    #[test]
+    fn equal_expiries_go_last_in_first_out() {
+        let log = DecisionLog::default();
+        log.insert(Decision {
+            leaf: SequenceHash(1),
+            ..decision(7)
+        });
+        log.insert(Decision {
+            leaf: SequenceHash(2),
+            ..decision(7)
+        });
+        assert_eq!(log.pop_oldest().map(|d| d.leaf), Some(SequenceHash(2)));
+    }
 }

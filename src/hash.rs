@@ -133,6 +133,12 @@ pub(crate) struct SeqChain {
 }
 
 impl SeqChain {
+    /// A chain continuing after the block `parent` (`None`: starting at the root).
+    #[inline]
+    pub(crate) fn after(parent: Option<SequenceHash>) -> Self {
+        Self { prev: parent }
+    }
+
     /// The sequence hash of the next block, given its local hash.
     #[inline]
     pub(crate) fn next(&mut self, local: LocalBlockHash) -> SequenceHash {

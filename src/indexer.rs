@@ -98,7 +98,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         let sweeper = if b.background_sweeper {
             let shared = Arc::clone(&inner);
             Sweeper::spawn(b.tick, move || {
-                shared.sweep();
+                shared.sweep_in_batches();
                 #[cfg(feature = "metrics")]
                 crate::stats::publish(&shared.stats());
             })

@@ -19,10 +19,15 @@ pub struct IndexStats {
     pub expirations: u64,
     /// (block, worker) pairs evicted to keep within a cap since creation.
     pub evictions: u64,
-    /// Prompts waiting in the timer wheel (one per recorded decision not yet swept).
+    /// KV events dropped because their `Stored` parent is a block the worker does not hold
+    /// (as Dynamo's indexer drops them), since creation.
+    pub rejected_events: u64,
+    /// Walks waiting in the timer wheel (one per recorded decision not yet swept, and one
+    /// per restored or replayed approximate claim).
     pub pending_timers: usize,
     /// An estimate of the heap bytes the index holds: node map, holder arrays, pending
-    /// timers (allocator rounding and per-worker bookkeeping not counted).
+    /// timers, eviction logs, engine block hashes (allocator rounding and per-worker
+    /// bookkeeping not counted).
     pub estimated_bytes: usize,
 }
 
@@ -72,4 +77,5 @@ pub(crate) fn publish(s: &IndexStats) {
     metrics::counter!("approx_kv_index_finds_total").absolute(s.finds);
     metrics::counter!("approx_kv_index_expirations_total").absolute(s.expirations);
     metrics::counter!("approx_kv_index_evictions_total").absolute(s.evictions);
+    metrics::counter!("approx_kv_index_rejected_events_total").absolute(s.rejected_events);
 }

@@ -16,7 +16,7 @@ use crate::id_hasher::IdBuildHasher;
 use crate::sync::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, DashMap, Mutex, Ordering,
 };
-use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
+use crate::{SequenceHash, WorkerId, WorkerKey, WorkerWithDpRank};
 
 /// A dense index standing for one registration of one worker.
 pub(crate) type Slot = u32;
@@ -50,12 +50,27 @@ struct SlotInfo {
     /// Queued for a purge: the slot must not be recycled until the purge has run, or the
     /// purge would delete the entries of the slot's next owner.
     purge_pending: AtomicBool,
-    /// Exact KV events storing entries for this slot right now.
-    exact_writers: AtomicU32,
-    /// Recorded decisions, oldest first, kept only when a cap is configured.
+    /// Writers that a purge must wait for, storing entries for this slot right now: exact
+    /// KV events always, decisions too when no timer will ever walk them (see
+    /// [`Workers::begin_write`]).
+    writers: AtomicU32,
+    /// Recorded decisions, oldest first, kept only under a per-worker cap.
     log: DecisionLog,
     /// The latest expiry handed out by [`Workers::unique_expiry`].
     last_expiry: AtomicU64,
+    /// The engine's own block hashes of the blocks it stored through KV events, where they
+    /// differ from this index's sequence hashes: engine hash -> sequence hash. Only used
+    /// to resolve this worker's `Stored` parents and `Removed` blocks.
+    engine_hashes: Mutex<std::collections::HashMap<u64, u64, IdBuildHasher>>,
+}
+
+/// What a writer is about to store (see [`Workers::begin_write`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// Entries with an exact claim (no timer leads a walk to them).
+    Exact,
+    /// Approximate claims only.
+    Approx,
 }
 
 /// First segment length; segment `k` holds `SEGMENT_BASE << k` slots.
@@ -155,6 +170,8 @@ pub(crate) struct Workers {
     total: Option<CachePadded<AtomicI64>>,
     /// Purge every dead slot (when no timer will ever walk its entries).
     purge_all_dead: bool,
+    /// Keep per-slot decision logs (a per-worker cap).
+    slot_logs: bool,
 }
 
 #[derive(Default)]
@@ -165,8 +182,9 @@ struct FreeSlots {
 
 impl Workers {
     /// A registry; `track_total` keeps a running total of entries (for a global cap);
-    /// `purge_all_dead` queues every removed worker for a purge (when timers are off).
-    pub(crate) fn new(track_total: bool, purge_all_dead: bool) -> Arc<Self> {
+    /// `purge_all_dead` queues every removed worker for a purge (when timers are off);
+    /// `slot_logs` keeps a decision log per slot (for a per-worker cap).
+    pub(crate) fn new(track_total: bool, purge_all_dead: bool, slot_logs: bool) -> Arc<Self> {
         Arc::new(Self {
             ids: DashMap::with_hasher(IdBuildHasher::default()),
             slots: SlotTable::new(),
@@ -174,6 +192,7 @@ impl Workers {
             to_purge: Mutex::new(Vec::new()),
             total: track_total.then(Default::default),
             purge_all_dead,
+            slot_logs,
         })
     }
 
@@ -273,40 +292,99 @@ impl Workers {
         }
     }
 
-    /// Starts applying an exact KV event's stores for `slot`. Returns false, and the caller
-    /// must store nothing, if the slot died meanwhile (the event is then ordered before the
-    /// removal). Otherwise the caller must call [`end_exact`](Self::end_exact) after its
-    /// stores; a purge of the slot waits for that.
+    /// Starts storing entries for `slot` that no timer's walk will lead to if the slot
+    /// dies: exact ones, or any when the registry purges every dead slot (no timers).
+    /// Returns false, and the caller must store nothing, if the slot died meanwhile (the
+    /// write is then ordered before the removal). Otherwise the caller must call
+    /// [`end_write`](Self::end_write) after its stores; a purge of the slot waits for that.
+    /// Approximate writes with timers need no handshake (their timers' walks free them)
+    /// and return true at no cost.
     ///
-    /// Why no exact entry can escape the purge (all SeqCst): the applier sets `had_exact`,
-    /// registers as a writer, then reads the state; `kill` writes DEAD, then reads
-    /// `had_exact`. Either the applier reads DEAD and stores nothing, or `kill` reads
-    /// `had_exact` and queues a purge, which then sees the writer and waits for it.
-    pub(crate) fn begin_exact(&self, slot: Slot) -> bool {
+    /// Why no such entry can escape the purge (all SeqCst): the writer sets `had_exact`
+    /// (exact writes), registers as a writer, then reads the state; `kill` writes DEAD,
+    /// then reads `had_exact` (or purges anyway). Either the writer reads DEAD and stores
+    /// nothing, or `kill` queues a purge, which then sees the writer and waits for it.
+    pub(crate) fn begin_write(&self, slot: Slot, write: Write) -> bool {
+        if write == Write::Approx && !self.purge_all_dead {
+            return true;
+        }
         let Some(info) = self.slots.get(slot) else {
             return false;
         };
-        info.had_exact.store(true, Ordering::SeqCst);
-        info.exact_writers.fetch_add(1, Ordering::SeqCst);
+        if write == Write::Exact {
+            info.had_exact.store(true, Ordering::SeqCst);
+        }
+        info.writers.fetch_add(1, Ordering::SeqCst);
         if info.state.load(Ordering::SeqCst) & STATE_MASK != ALIVE {
-            info.exact_writers.fetch_sub(1, Ordering::SeqCst);
+            info.writers.fetch_sub(1, Ordering::SeqCst);
             return false;
         }
         true
     }
 
-    /// Ends what [`begin_exact`](Self::begin_exact) started.
-    pub(crate) fn end_exact(&self, slot: Slot) {
+    /// Ends what [`begin_write`](Self::begin_write) started (with the same `write`).
+    pub(crate) fn end_write(&self, slot: Slot, write: Write) {
+        if write == Write::Approx && !self.purge_all_dead {
+            return;
+        }
         if let Some(info) = self.slots.get(slot) {
-            info.exact_writers.fetch_sub(1, Ordering::SeqCst);
+            info.writers.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
-    /// Whether an exact event is still storing entries for `slot`.
-    pub(crate) fn exact_in_flight(&self, slot: Slot) -> bool {
+    /// Whether a writer is still storing entries for `slot`.
+    pub(crate) fn writes_in_flight(&self, slot: Slot) -> bool {
         self.slots
             .get(slot)
-            .is_some_and(|i| i.exact_writers.load(Ordering::SeqCst) > 0)
+            .is_some_and(|i| i.writers.load(Ordering::SeqCst) > 0)
+    }
+
+    /// Remembers that the engine behind `slot` calls the block `ours` by `engine`.
+    pub(crate) fn map_engine_hash(&self, slot: Slot, engine: SequenceHash, ours: SequenceHash) {
+        if let Some(info) = self.slots.get(slot) {
+            info.engine_hashes.lock().insert(engine.0, ours.0);
+        }
+    }
+
+    /// The sequence hash of the block that the engine behind `slot` calls `engine`, if a
+    /// KV event told us (and no `Removed` event since).
+    pub(crate) fn engine_hash(&self, slot: Slot, engine: SequenceHash) -> Option<SequenceHash> {
+        let info = self.slots.get(slot)?;
+        let map = info.engine_hashes.lock();
+        map.get(&engine.0).copied().map(SequenceHash)
+    }
+
+    /// Forgets the engine hash `engine` of `slot`, returning the block it named.
+    pub(crate) fn unmap_engine_hash(&self, slot: Slot, engine: SequenceHash) -> Option<SequenceHash> {
+        let info = self.slots.get(slot)?;
+        let mut map = info.engine_hashes.lock();
+        map.remove(&engine.0).map(SequenceHash)
+    }
+
+    /// Engine hashes kept over all slots (for the memory estimate).
+    pub(crate) fn engine_hash_count(&self) -> usize {
+        let next = self.free.lock().next;
+        (0..next)
+            .filter_map(|s| self.slots.get(s as Slot))
+            .map(|i| i.engine_hashes.lock().len())
+            .sum()
+    }
+
+    /// The slot's current generation (truncated): it changes each time the slot is freed,
+    /// so a logged decision can tell whether its slot still stands for the same worker.
+    #[inline]
+    pub(crate) fn generation(&self, slot: Slot) -> u32 {
+        self.slots
+            .get(slot)
+            .map_or(0, |i| (i.state.load(Ordering::Acquire) >> STATE_BITS) as u32)
+    }
+
+    /// Makes later [`unique_expiry`](Self::unique_expiry) results come after `expiry`
+    /// (a restored or replayed claim).
+    pub(crate) fn note_expiry(&self, slot: Slot, expiry: u64) {
+        if let Some(info) = self.slots.get(slot) {
+            info.last_expiry.fetch_max(expiry, Ordering::AcqRel);
+        }
     }
 
     /// Puts slots whose purge must wait back in the queue.
@@ -338,9 +416,12 @@ impl Workers {
         chosen
     }
 
-    /// The decision log of `slot`.
+    /// The decision log of `slot`, if slots keep logs (a per-worker cap).
     #[inline]
     pub(crate) fn log(&self, slot: Slot) -> Option<&DecisionLog> {
+        if !self.slot_logs {
+            return None;
+        }
         self.slots.get(slot).map(|i| &i.log)
     }
 
@@ -435,6 +516,7 @@ impl Workers {
             info.entries.store(0, Ordering::Relaxed);
             info.had_exact.store(false, Ordering::Relaxed);
             info.log.clear();
+            info.engine_hashes.lock().clear();
             self.free.lock().recycled.push(slot);
         }
     }
@@ -475,7 +557,7 @@ mod tests {
 
     #[test]
     fn removed_slot_is_recycled_only_after_its_entries_are_gone() {
-        let w = Workers::new(false, false);
+        let w = Workers::new(false, false, false);
         let a = w.resolve(10u64).unwrap();
         w.adjust_entries(a, 2);
         assert!(w.remove(10));

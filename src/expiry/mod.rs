@@ -25,7 +25,14 @@ pub(crate) struct Timer {
 /// The queue callers push to and the wheel sweepers drain into.
 pub(crate) struct Expiry {
     inbox: SegQueue<(u64, Timer)>,
-    wheel: Mutex<TimerWheel<Timer>>,
+    wheel: Mutex<Due>,
+}
+
+/// The wheel, and the timers it already found due that no sweeper has taken yet (a
+/// sweeper takes them in bounded batches, so a backlog is shared out, not hoarded).
+struct Due {
+    wheel: TimerWheel<Timer>,
+    ready: std::collections::VecDeque<(u64, Timer)>,
 }
 
 impl Expiry {
@@ -35,7 +42,10 @@ impl Expiry {
     pub(crate) fn new(tick_nanos: u64, ttl_nanos: u64) -> Self {
         Self {
             inbox: SegQueue::new(),
-            wheel: Mutex::new(TimerWheel::new(tick_nanos, ttl_nanos)),
+            wheel: Mutex::new(Due {
+                wheel: TimerWheel::new(tick_nanos, ttl_nanos),
+                ready: std::collections::VecDeque::new(),
+            }),
         }
     }
 
@@ -45,19 +55,36 @@ impl Expiry {
         self.inbox.push((deadline_nanos, timer));
     }
 
-    /// Timers queued or in the wheel.
+    /// Timers queued, in the wheel, or due and not yet taken.
     pub(crate) fn pending(&self) -> usize {
-        self.inbox.len() + self.wheel.lock().len()
+        let due = self.wheel.lock();
+        self.inbox.len() + due.wheel.len() + due.ready.len()
     }
 
-    /// Moves queued timers into the wheel, advances it to `now_nanos`, and hands each due
-    /// timer to `fire`. Concurrent calls take turns (the wheel's lock), so the callers
-    /// see each due timer exactly once.
-    pub(crate) fn take_due(&self, now_nanos: u64, mut fire: impl FnMut(Timer)) {
-        let mut wheel = self.wheel.lock();
+    /// Moves queued timers into the wheel, advances it to `now_nanos`, and hands at most
+    /// `max` due timers, with their deadlines, to `fire`. Returns whether more due timers
+    /// are left. Concurrent calls take turns (the wheel's lock), so the callers see each
+    /// due timer exactly once.
+    pub(crate) fn take_due(
+        &self,
+        now_nanos: u64,
+        max: usize,
+        mut fire: impl FnMut(u64, Timer),
+    ) -> bool {
+        let mut due = self.wheel.lock();
+        let Due { wheel, ready } = &mut *due;
         while let Some((deadline, timer)) = self.inbox.pop() {
             wheel.schedule(deadline, timer);
         }
-        wheel.advance(now_nanos, &mut fire);
+        if ready.is_empty() {
+            wheel.advance(now_nanos, |deadline, timer| ready.push_back((deadline, timer)));
+        }
+        for _ in 0..max {
+            let Some((deadline, timer)) = ready.pop_front() else {
+                break;
+            };
+            fire(deadline, timer);
+        }
+        !ready.is_empty()
     }
 }

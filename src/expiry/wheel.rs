@@ -57,7 +57,8 @@ impl<T> TimerWheel<T> {
 
     /// Moves time to `now_nanos`, handing every item due by then to `fire`: those of the
     /// ticks that ended, and the due ones of the tick in progress, so an advance is exact.
-    pub(crate) fn advance(&mut self, now_nanos: u64, mut fire: impl FnMut(T)) {
+    /// `fire` gets each item's deadline with it. Any `now_nanos` up to `u64::MAX` works.
+    pub(crate) fn advance(&mut self, now_nanos: u64, mut fire: impl FnMut(u64, T)) {
         let target = now_nanos / self.tick_nanos;
         let span = target.saturating_sub(self.current);
         if span >= self.slots.len() as u64 - 1 {
@@ -65,7 +66,7 @@ impl<T> TimerWheel<T> {
                 self.visit(slot, now_nanos, &mut fire);
             }
         } else {
-            for tick in self.current + 1..=target + 1 {
+            for tick in self.current.saturating_add(1)..=target.saturating_add(1) {
                 self.visit(self.slot_of(tick), now_nanos, &mut fire);
             }
         }
@@ -77,7 +78,7 @@ impl<T> TimerWheel<T> {
         (tick & (self.slots.len() as u64 - 1)) as usize
     }
 
-    fn visit(&mut self, slot: usize, now_nanos: u64, fire: &mut impl FnMut(T)) {
+    fn visit(&mut self, slot: usize, now_nanos: u64, fire: &mut impl FnMut(u64, T)) {
         if self.occupied[slot / 64] & (1 << (slot % 64)) == 0 {
             return;
         }
@@ -85,9 +86,9 @@ impl<T> TimerWheel<T> {
         let mut i = 0;
         while i < items.len() {
             if items[i].0 <= now_nanos {
-                let (_, item) = items.swap_remove(i);
+                let (deadline, item) = items.swap_remove(i);
                 self.len -= 1;
-                fire(item);
+                fire(deadline, item);
             } else {
                 i += 1;
             }
@@ -107,7 +108,7 @@ mod tests {
 
     fn fired(wheel: &mut TimerWheel<u32>, now: u64) -> Vec<u32> {
         let mut out = Vec::new();
-        wheel.advance(now, |x| out.push(x));
+        wheel.advance(now, |_, x| out.push(x));
         out.sort_unstable();
         out
     }
@@ -146,9 +147,20 @@ mod tests {
     }
 
     #[test]
+    fn the_end_of_time_is_reached_without_overflow() {
+        let mut w = TimerWheel::new(1, 10);
+        w.schedule(u64::MAX - 3, 1);
+        w.schedule(u64::MAX, 2);
+        assert_eq!(fired(&mut w, u64::MAX - 4), Vec::<u32>::new());
+        assert_eq!(fired(&mut w, u64::MAX - 1), vec![1]);
+        assert_eq!(fired(&mut w, u64::MAX), vec![2]);
+        assert_eq!(fired(&mut w, u64::MAX), Vec::<u32>::new());
+    }
+
+    #[test]
     fn past_deadlines_fire_on_next_advance() {
         let mut w = TimerWheel::new(10, 100);
-        w.advance(500, |_: u32| unreachable!());
+        w.advance(500, |_, _: u32| unreachable!());
         w.schedule(100, 7); // already past
         assert_eq!(fired(&mut w, 510), vec![7]);
     }

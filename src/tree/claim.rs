@@ -1,40 +1,62 @@
-//! What one (block, worker) entry claims, packed in one `u64` so it can change atomically.
+//! What one (block, worker) entry claims: whether a KV event stored the block (*exact*, no
+//! TTL) and until when a routing decision says it is probably cached (*approximate*).
 //!
-//! - bit 63, `EXACT`: a KV event said the worker stores the block (no TTL), until a
-//!   `Removed` event says otherwise;
-//! - bits 0..63, the *approximate* claim: the expiry (index nanoseconds) of the latest
-//!   routing decision that covered the block; 0 when there is none, [`KILLED`] when a
-//!   `Removed` event ended it before its timer fired.
+//! Times are the index's nanoseconds, the whole `u64` range: the clock's reading, so any
+//! value a [`Clock`](crate::Clock) can give up to 2^64 - 1 ns (about 584 years) works. An
+//! approximate expiry of 0 means "no approximate claim" (it is never after any `now`).
 //!
-//! An entry is live at `now` if it is exact or its approximate expiry is after `now`. The
-//! index's internal time is always at least 1, so `0` and `KILLED` are never live.
+//! In a [`Holder`](super::Holder) the two parts are separate atomics: a reader loads both,
+//! and every in-place change (a refresh raising the expiry, a `Stored` event setting the
+//! exact bit, a walk clearing an ended approximate claim of an exact entry) keeps the entry
+//! live or leaves it live, so a reader that sees one part old and the other new still gets
+//! the liveness of a state the entry was in.
 
-/// Set while a KV event says the block is stored.
-pub(crate) const EXACT: u64 = 1 << 63;
-/// The approximate expiry bits.
-pub(crate) const APPROX: u64 = EXACT - 1;
-/// An approximate claim ended by an event; its timer's walk will still remove it.
-pub(crate) const KILLED: u64 = 1;
-/// The latest approximate expiry that can be stored.
-pub(crate) const MAX_EXPIRY: u64 = APPROX;
-
-/// The approximate expiry part of a claim.
-#[inline]
-pub(crate) fn approx(claim: u64) -> u64 {
-    claim & APPROX
+/// One entry's claim, as a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Claim {
+    /// A KV event said the worker stores the block, until a `Removed` event says otherwise.
+    pub(crate) exact: bool,
+    /// The expiry of the latest routing decision that covered the block; 0 if none.
+    pub(crate) expiry: u64,
 }
 
-/// Whether a claim reports the block as held at `now` (`now >= 1`).
-#[inline]
-pub(crate) fn live(claim: u64, now: u64) -> bool {
-    claim & EXACT != 0 || approx(claim) > now
-}
+impl Claim {
+    /// An approximate claim expiring at `expiry`.
+    #[inline]
+    pub(crate) const fn approx(expiry: u64) -> Self {
+        Self {
+            exact: false,
+            expiry,
+        }
+    }
 
-/// The claim raised by a routing decision expiring at `expiry`: the exact bit is kept and
-/// the approximate expiry only moves later.
-#[inline]
-pub(crate) fn refreshed(claim: u64, expiry: u64) -> u64 {
-    (claim & EXACT) | approx(claim).max(expiry)
+    /// An exact claim, with no approximate part.
+    pub(crate) const EXACT: Self = Self {
+        exact: true,
+        expiry: 0,
+    };
+
+    /// Whether the entry reports the block as held at `now`. (An index whose TTL means
+    /// "never" reads at `now = 0`, so every approximate claim is live.)
+    #[inline]
+    pub(crate) fn live(self, now: u64) -> bool {
+        self.exact || self.expiry > now
+    }
+
+    /// Both claims together: exact if either is, the later expiry.
+    #[cfg(test)]
+    pub(crate) fn merged(self, other: Self) -> Self {
+        Self {
+            exact: self.exact || other.exact,
+            expiry: self.expiry.max(other.expiry),
+        }
+    }
+
+    /// Whether there is nothing to store.
+    #[inline]
+    pub(crate) fn is_none(self) -> bool {
+        !self.exact && self.expiry == 0
+    }
 }
 
 #[cfg(test)]
@@ -43,11 +65,14 @@ mod tests {
 
     #[test]
     fn claims_combine_as_documented() {
-        assert!(!live(0, 1));
-        assert!(!live(KILLED, 1));
-        assert!(live(EXACT, u64::MAX));
-        assert!(live(10, 9) && !live(10, 10));
-        assert_eq!(refreshed(EXACT | 5, 9), EXACT | 9);
-        assert_eq!(refreshed(9, 5), 9);
+        assert!(!Claim::default().live(0));
+        assert!(Claim::EXACT.live(u64::MAX));
+        assert!(Claim::approx(10).live(9) && !Claim::approx(10).live(10));
+        assert!(Claim::approx(u64::MAX).live(u64::MAX - 1));
+        assert!(!Claim::approx(u64::MAX).live(u64::MAX));
+        let both = Claim::EXACT.merged(Claim::approx(9));
+        assert_eq!(both, Claim { exact: true, expiry: 9 });
+        assert_eq!(Claim::approx(9).merged(Claim::approx(5)), Claim::approx(9));
+        assert!(Claim::default().is_none() && !Claim::approx(1).is_none());
     }
 }

@@ -1,10 +1,9 @@
 //! Reading the whole tree out (dump, snapshot) and putting entries back (restore).
 
 use crossbeam_epoch::Guard;
-use dashmap::mapref::entry::Entry;
 
-use super::node::Node;
-use super::{claim, Tree};
+use super::claim::Claim;
+use super::Tree;
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::workers::{Slot, Workers};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
@@ -23,12 +22,21 @@ pub(crate) struct LiveEntry<W> {
     pub(crate) ttl_left: u64,
 }
 
+/// The instant a read of the whole tree is taken at.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadAt {
+    /// Entries are live if their claim is live at this time (0 when the TTL means never).
+    pub(crate) live: u64,
+    /// The clock, which TTLs left are counted from.
+    pub(crate) clock: u64,
+}
+
 impl Tree {
-    /// Every entry live at `now` of a live worker, parents first (by depth), then by
-    /// worker and block. Reads shard after shard: not a snapshot while callers run.
+    /// Every live entry of a live worker, parents first (by depth), then by worker and
+    /// block. Reads shard after shard: not a snapshot while callers run.
     pub(crate) fn live_entries<W: WorkerKey>(
         &self,
-        now: u64,
+        at: ReadAt,
         workers: &Workers,
         guard: &Guard,
     ) -> Vec<LiveEntry<W>> {
@@ -36,7 +44,7 @@ impl Tree {
         for node in self.nodes.iter() {
             for holder in node.holders(guard) {
                 let c = holder.claim();
-                if !claim::live(c, now) {
+                if !c.live(at.live) {
                     continue;
                 }
                 if let Some(worker) = workers.alive::<W>(holder.slot) {
@@ -46,8 +54,8 @@ impl Tree {
                         seq: SequenceHash(*node.key()),
                         parent: node.parent,
                         local: node.local,
-                        exact: c & claim::EXACT != 0,
-                        ttl_left: claim::approx(c).saturating_sub(now),
+                        exact: c.exact,
+                        ttl_left: c.expiry.saturating_sub(at.clock),
                     });
                 }
             }
@@ -56,14 +64,15 @@ impl Tree {
         rows
     }
 
-    /// Every live entry as a one-block `Stored` event, parents first.
+    /// Every live entry as a one-block `Stored` event, parents first: exact entries with
+    /// no `expires_in`, approximate ones with their TTL left.
     pub(crate) fn dump<W: WorkerKey>(
         &self,
-        now: u64,
+        at: ReadAt,
         workers: &Workers,
         guard: &Guard,
     ) -> Vec<RouterEvent<W>> {
-        let rows = self.live_entries::<W>(now, workers, guard);
+        let rows = self.live_entries::<W>(at, workers, guard);
         rows.into_iter()
             .zip(0u64..)
             .map(|(row, event_id)| RouterEvent {
@@ -82,31 +91,16 @@ impl Tree {
             .collect()
     }
 
-    /// Puts one entry back with the given claim (merged into an existing one). Returns
-    /// whether an entry was added.
+    /// Puts one entry back with the given claim (merged into an existing one), at the
+    /// parent and depth the row names. Returns whether an entry was added.
     pub(crate) fn restore_entry(
         &self,
         slot: Slot,
         row: &LiveEntry<impl Sized>,
-        restored_claim: u64,
+        claim: Claim,
         guard: &Guard,
     ) -> bool {
-        self.nested
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-        let exact = restored_claim & claim::EXACT;
-        let merge = |c: u64| claim::refreshed(c, claim::approx(restored_claim)) | exact;
-        match self.nodes.entry(row.seq.0) {
-            Entry::Occupied(o) => o.get().upsert(slot, merge, guard),
-            Entry::Vacant(v) => {
-                v.insert(Node::new(
-                    row.parent,
-                    row.local,
-                    row.depth,
-                    slot,
-                    restored_claim,
-                ));
-                true
-            }
-        }
+        self.not_nested();
+        self.upsert_locked(slot, row.seq, row.parent, row.local, row.depth, claim, guard)
     }
 }

@@ -10,6 +10,8 @@ mod export;
 mod find;
 mod node;
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use crossbeam_epoch::Guard;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
@@ -19,7 +21,8 @@ use crate::id_hasher::IdBuildHasher;
 use crate::workers::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
-pub(crate) use export::LiveEntry;
+use claim::Claim;
+pub(crate) use export::{LiveEntry, ReadAt};
 pub(crate) use node::Holder;
 use node::{Node, Outcome, Settle};
 
@@ -31,9 +34,26 @@ pub(crate) struct Tree {
     nodes: DashMap<u64, Node, IdBuildHasher>,
     /// True while every worker's live entries along any prompt form a prefix (holder sets
     /// shrink with depth), which lets find gallop. Cleared for good by anything that can
-    /// break it: exact KV events, restores, and decisions whose sequence hashes are not the
+    /// break it: KV events, restores, and decisions whose sequence hashes are not the
     /// chain of their local hashes.
     pub(crate) nested: std::sync::atomic::AtomicBool,
+}
+
+/// One block to store: its hashes and the claim to raise (or add) for the slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Block {
+    pub(crate) local: LocalBlockHash,
+    pub(crate) seq: SequenceHash,
+    pub(crate) claim: Claim,
+}
+
+/// An approximate claim that left the tree with an entry in the middle of a path: the
+/// entries above it (from `leaf` up) still carry claims of the same decisions, and need a
+/// walk of their own at `expiry` (see `docs/design.md`, "One timer per decision").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Anchor {
+    pub(crate) leaf: SequenceHash,
+    pub(crate) expiry: u64,
 }
 
 impl Tree {
@@ -48,8 +68,13 @@ impl Tree {
         }
     }
 
+    /// Finds stop galloping from now on (see [`Tree::nested`]).
+    pub(crate) fn not_nested(&self) {
+        self.nested.store(false, Relaxed);
+    }
+
     /// `slot`'s claim on the block `seq`, if it holds one.
-    pub(crate) fn claim_of(&self, seq: SequenceHash, slot: Slot, guard: &Guard) -> Option<u64> {
+    pub(crate) fn claim_of(&self, seq: SequenceHash, slot: Slot, guard: &Guard) -> Option<Claim> {
         let holders = self.nodes.get(&seq.0).map(|n| n.holders(guard))?;
         node::find(holders, slot).map(Holder::claim)
     }
@@ -60,11 +85,11 @@ impl Tree {
     }
 
     /// An estimate of the heap bytes held: the map's buckets (key, inline node, control
-    /// byte) at their current capacity, plus each node's holder array (16-byte header and
-    /// 16 bytes per entry, before allocator rounding).
+    /// byte) at their current capacity, plus each node's holder array (an 8-byte length
+    /// header and 16 bytes per entry, before allocator rounding).
     pub(crate) fn estimated_bytes(&self, nodes: usize, entries: usize) -> usize {
         let bucket = std::mem::size_of::<(u64, Node)>() + 1;
-        self.nodes.capacity() * bucket + nodes * 16 + entries * std::mem::size_of::<Holder>()
+        self.nodes.capacity() * bucket + nodes * 8 + entries * std::mem::size_of::<Holder>()
     }
 
     /// Records that `slot` holds every block of the prompt until `expiry`. Returns the
@@ -77,14 +102,12 @@ impl Tree {
         expiry: u64,
         guard: &Guard,
     ) -> usize {
-        let raise = |c| claim::refreshed(c, expiry);
-        self.upsert_chain(
-            slot,
-            None,
-            local.iter().copied().zip(seq.iter().copied()),
-            raise,
-            guard,
-        )
+        let claim = Claim::approx(expiry);
+        let blocks = local
+            .iter()
+            .zip(seq)
+            .map(|(&local, &seq)| Block { local, seq, claim });
+        self.upsert_chain(slot, None, blocks, guard)
     }
 
     /// Notes a decision whose hashes came from the caller: if its sequence hashes are not
@@ -93,33 +116,23 @@ impl Tree {
     pub(crate) fn check_chain(&self, local: &[LocalBlockHash], seq: &[SequenceHash]) {
         let mut chain = SeqChain::default();
         if !local.iter().zip(seq).all(|(&l, &q)| chain.next(l) == q) {
-            self.nested
-                .store(false, std::sync::atomic::Ordering::Relaxed);
+            self.not_nested();
         }
     }
 
-    /// Marks `slot` as exactly storing each `(local, seq)` block, chained from `parent`.
-    /// Returns the number of entries newly added.
-    pub(crate) fn store_exact(
-        &self,
-        slot: Slot,
-        parent: Option<SequenceHash>,
-        blocks: impl Iterator<Item = (LocalBlockHash, SequenceHash)>,
-        guard: &Guard,
-    ) -> usize {
-        self.nested
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-        self.upsert_chain(slot, parent, blocks, |c| c | claim::EXACT, guard)
+    /// Whether `slot` holds the block `seq` live at `now`.
+    pub(crate) fn holds_live(&self, seq: SequenceHash, slot: Slot, now: u64, guard: &Guard) -> bool {
+        self.claim_of(seq, slot, guard).is_some_and(|c| c.live(now))
     }
 
-    /// Applies `update` to `slot`'s claim on each block of a chain, adding missing entries
-    /// and nodes. Returns the number of entries added.
-    fn upsert_chain(
+    /// Raises `slot`'s claim on each block of a chain that continues `parent` (`None`: the
+    /// chain starts at the root), adding missing entries and nodes. Returns the number of
+    /// entries added.
+    pub(crate) fn upsert_chain(
         &self,
         slot: Slot,
         parent: Option<SequenceHash>,
-        blocks: impl Iterator<Item = (LocalBlockHash, SequenceHash)>,
-        update: impl Fn(u64) -> u64 + Copy,
+        blocks: impl Iterator<Item = Block>,
         guard: &Guard,
     ) -> usize {
         let mut added = 0;
@@ -129,31 +142,47 @@ impl Tree {
         // concurrent record races us, which the write-locked path handles): skip the
         // read-locked probe so that a new block costs one map insert.
         let mut past_the_known_prefix = false;
-        for (local, seq) in blocks {
+        for Block { local, seq, claim } in blocks {
             // In place under the shard read lock: one probe, one atomic.
             let done = !past_the_known_prefix
                 && match self.nodes.get(&seq.0) {
-                    Some(node) => node.update_claim(slot, update, guard),
+                    Some(node) => node.update_claim(slot, claim, guard),
                     None => {
                         past_the_known_prefix = true;
                         false
                     }
                 };
             if !done {
-                // Shape change under the shard write lock.
-                match self.nodes.entry(seq.0) {
-                    Entry::Occupied(o) => added += usize::from(o.get().upsert(slot, update, guard)),
-                    Entry::Vacant(v) => {
-                        let parent_hash = parent.unwrap_or_default();
-                        v.insert(Node::new(parent_hash, local, depth, slot, update(0)));
-                        added += 1;
-                    }
-                }
+                let parent_hash = parent.unwrap_or_default();
+                added += usize::from(self.upsert_locked(slot, seq, parent_hash, local, depth, claim, guard));
             }
             parent = Some(seq);
             depth = depth.saturating_add(1);
         }
         added
+    }
+
+    /// Adds (or raises) `slot`'s entry on `seq` under the shard write lock, creating the
+    /// node with the given parent, local hash and depth if it is missing. Returns whether
+    /// an entry was added.
+    #[allow(clippy::too_many_arguments)]
+    fn upsert_locked(
+        &self,
+        slot: Slot,
+        seq: SequenceHash,
+        parent: SequenceHash,
+        local: LocalBlockHash,
+        depth: u32,
+        claim: Claim,
+        guard: &Guard,
+    ) -> bool {
+        match self.nodes.entry(seq.0) {
+            Entry::Occupied(mut o) => o.get_mut().upsert(slot, claim, guard),
+            Entry::Vacant(v) => {
+                v.insert(Node::new(parent, local, depth, slot, claim));
+                true
+            }
+        }
     }
 
     /// The depth a child of `parent` has: one more than the parent's, or 1 if the parent
@@ -164,47 +193,48 @@ impl Tree {
             .map_or(1, |n| n.depth.saturating_add(1))
     }
 
-    /// Ends `slot`'s claims on the given blocks, as a `Removed` KV event does: the exact
-    /// bit goes, and a pending approximate claim is killed (its timer's walk removes it).
-    /// Returns the number of entries removed now.
-    pub(crate) fn remove_exact(
+    /// Removes `slot`'s entries on the given blocks, exact and approximate claims alike,
+    /// as a `Removed` KV event does. Returns the entries removed, and an [`Anchor`] for
+    /// each removed approximate claim that had a parent: the walks of the decisions behind
+    /// it stop at the gap, so the caller schedules (and logs) one walk from the parent.
+    pub(crate) fn remove_entries(
         &self,
         slot: Slot,
         blocks: impl Iterator<Item = SequenceHash>,
         guard: &Guard,
-    ) -> usize {
-        self.nested
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+    ) -> (usize, Vec<Anchor>) {
+        self.not_nested();
         let mut removed = 0;
+        let mut anchors = Vec::new();
         for seq in blocks {
-            let Entry::Occupied(entry) = self.nodes.entry(seq.0) else {
+            let Entry::Occupied(mut entry) = self.nodes.entry(seq.0) else {
                 continue;
             };
-            let outcome = entry.get().settle(
-                slot,
-                |c| {
-                    if claim::approx(c) == 0 {
-                        Settle::Remove
-                    } else {
-                        Settle::Set(claim::KILLED)
-                    }
-                },
-                guard,
-            );
-            removed += self.finish_removal(entry, outcome);
+            let (parent, depth) = (entry.get().parent, entry.get().depth);
+            let outcome = entry.get_mut().settle(slot, |_| Settle::Remove, guard);
+            if let Outcome::Removed { was, .. } = outcome {
+                if was.expiry != 0 && depth > 0 {
+                    anchors.push(Anchor {
+                        leaf: parent,
+                        expiry: was.expiry,
+                    });
+                }
+            }
+            removed += finish_removal(entry, outcome);
         }
-        removed
+        (removed, anchors)
     }
 
     /// Walks from `leaf` towards the root ending `slot`'s approximate claims that are at
     /// or before `threshold` (all of its entries if the slot is dead): an entry with no
-    /// other claim is removed, one that is also exact keeps only its exact bit. Unlinks
+    /// other claim is removed, one that is also exact keeps only its exact claim. Unlinks
     /// nodes left empty.
     ///
-    /// Stops at the first block where the slot's claim is later than `threshold`, absent
-    /// or already ended, or whose node is gone: see `docs/design.md` ("One timer per
-    /// decision") for why everything above is covered by another pending walk. Also stops
-    /// once `budget` entries are removed, returning the block to resume from.
+    /// Stops at the first block where the slot's approximate claim is later than
+    /// `threshold` or absent, where the slot holds no entry, or whose node is gone: see
+    /// `docs/design.md` ("One timer per decision") for why everything above is covered by
+    /// another pending walk. Also stops once `budget` entries are removed, returning the
+    /// block to resume from.
     pub(crate) fn walk(
         &self,
         leaf: SequenceHash,
@@ -223,16 +253,19 @@ impl Tree {
                     resume: Some(SequenceHash(key)),
                 };
             }
-            let Entry::Occupied(entry) = self.nodes.entry(key) else {
+            let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
                 break;
             };
-            let node = entry.get();
-            let (parent, depth) = (node.parent, node.depth);
-            let outcome = node.settle(slot, |c| walk_decision(c, threshold, slot_alive), guard);
+            let (parent, depth) = (entry.get().parent, entry.get().depth);
+            let outcome = entry.get_mut().settle(
+                slot,
+                |c| walk_decision(c, threshold, slot_alive),
+                guard,
+            );
             if matches!(outcome, Outcome::Absent | Outcome::Kept) {
                 break;
             }
-            removed += self.finish_removal(entry, outcome);
+            removed += finish_removal(entry, outcome);
             if depth == 0 {
                 break;
             }
@@ -244,25 +277,10 @@ impl Tree {
         }
     }
 
-    /// Unlinks the node if `outcome` emptied it; returns the entries removed (0 or 1).
-    fn finish_removal(
-        &self,
-        entry: dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>,
-        outcome: Outcome,
-    ) -> usize {
-        match outcome {
-            Outcome::Removed => 1,
-            Outcome::RemovedLast => {
-                entry.remove();
-                1
-            }
-            Outcome::Absent | Outcome::Kept | Outcome::Set => 0,
-        }
-    }
-
     /// Removes every entry of the given (dead) slots, node by node, one shard lock at a
-    /// time. O(nodes): used only for dead slots that had exact entries, which no timer
-    /// leads a walk to. Returns the entries removed per slot, in `slots` order.
+    /// time. O(nodes): used only for dead slots that no timer leads a walk to (exact
+    /// entries, or no timers at all). Returns the entries removed per slot, in `slots`
+    /// order.
     pub(crate) fn purge(&self, slots: &[Slot], guard: &Guard) -> Vec<usize> {
         let mut removed = vec![0; slots.len()];
         let keys: Vec<u64> = self
@@ -273,14 +291,26 @@ impl Tree {
             .collect();
         for key in keys {
             for (i, &slot) in slots.iter().enumerate() {
-                let Entry::Occupied(entry) = self.nodes.entry(key) else {
+                let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
                     break;
                 };
-                let outcome = entry.get().settle(slot, |_| Settle::Remove, guard);
-                removed[i] += self.finish_removal(entry, outcome);
+                let outcome = entry.get_mut().settle(slot, |_| Settle::Remove, guard);
+                removed[i] += finish_removal(entry, outcome);
             }
         }
         removed
+    }
+}
+
+/// Unlinks the node if `outcome` emptied it; returns the entries removed (0 or 1).
+fn finish_removal(entry: dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>, outcome: Outcome) -> usize {
+    match outcome {
+        Outcome::Removed { last: true, .. } => {
+            entry.remove();
+            1
+        }
+        Outcome::Removed { last: false, .. } => 1,
+        Outcome::Absent | Outcome::Kept | Outcome::Cleared => 0,
     }
 }
 
@@ -295,14 +325,13 @@ pub(crate) struct Walked {
 
 /// What a walk does with an entry whose claim is `c`: see [`Tree::walk`].
 #[inline]
-fn walk_decision(c: u64, threshold: u64, slot_alive: bool) -> Settle {
-    let approx = claim::approx(c);
+fn walk_decision(c: Claim, threshold: u64, slot_alive: bool) -> Settle {
     if !slot_alive {
         Settle::Remove
-    } else if approx == 0 || approx > threshold {
+    } else if c.expiry == 0 || c.expiry > threshold {
         Settle::Keep
-    } else if c & claim::EXACT != 0 {
-        Settle::Set(claim::EXACT)
+    } else if c.exact {
+        Settle::ClearApprox
     } else {
         Settle::Remove
     }

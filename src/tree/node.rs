@@ -18,33 +18,63 @@ use std::mem::MaybeUninit;
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 
-use super::claim;
-use crate::sync::{AtomicU64, Ordering};
+use super::claim::Claim;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::workers::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
-/// One (block, worker) entry: the worker's slot and its [claim](super::claim).
+/// One (block, worker) entry: the worker's slot and its [claim](super::claim), as two
+/// atomics that change in place (see `claim.rs` for why readers may load them apart).
 #[derive(Debug)]
 pub(crate) struct Holder {
     pub(crate) slot: Slot,
-    pub(crate) claim: AtomicU64,
+    exact: AtomicBool,
+    expiry: AtomicU64,
 }
 
+// Arrays of holders are freed by `defer_destroy` on the epoch collector, which drops them
+// on whatever thread collects: a holder must own nothing that needs dropping.
+const _: () = assert!(!std::mem::needs_drop::<Holder>());
+
 impl Holder {
+    fn new(slot: Slot, claim: Claim) -> Self {
+        Self {
+            slot,
+            exact: AtomicBool::new(claim.exact),
+            expiry: AtomicU64::new(claim.expiry),
+        }
+    }
+
     /// Whether the entry reports the block as held at `now`.
     #[inline]
     pub(crate) fn live_at(&self, now: u64) -> bool {
-        claim::live(self.claim(), now)
+        self.claim().live(now)
     }
 
     /// The current claim.
     #[inline]
-    pub(crate) fn claim(&self) -> u64 {
-        self.claim.load(Ordering::Acquire)
+    pub(crate) fn claim(&self) -> Claim {
+        Claim {
+            exact: self.exact.load(Ordering::Acquire),
+            expiry: self.expiry.load(Ordering::Acquire),
+        }
+    }
+
+    /// Raises the claim to include `want`: sets the exact bit if wanted, moves the expiry
+    /// only later. Writes nothing when the claim already covers `want` (no cache-line
+    /// transfer on a refresh that changes nothing).
+    #[inline]
+    fn raise(&self, want: Claim) {
+        if want.exact && !self.exact.load(Ordering::Acquire) {
+            self.exact.store(true, Ordering::Release);
+        }
+        if want.expiry > self.expiry.load(Ordering::Acquire) {
+            self.expiry.fetch_max(want.expiry, Ordering::AcqRel);
+        }
     }
 }
 
-/// The epoch-published array of holders (one allocation, length in its header).
+/// The epoch-published array of holders (one allocation, its length in a `usize` header).
 type HolderArray = [MaybeUninit<Holder>];
 
 /// A radix-tree node, stored inline as the value of the node map (keyed by its sequence hash).
@@ -59,15 +89,18 @@ pub(crate) struct Node {
     holders: Atomic<HolderArray>,
 }
 
-/// Builds a published-ready array from `(slot, expiry)` pairs already sorted by slot.
-fn new_array(pairs: impl ExactSizeIterator<Item = (Slot, u64)>) -> Owned<HolderArray> {
-    let mut array = Owned::<HolderArray>::init(pairs.len());
-    for (cell, (slot, claim)) in array.iter_mut().zip(pairs) {
-        cell.write(Holder {
-            slot,
-            claim: AtomicU64::new(claim),
-        });
+/// Builds a published-ready array from `(slot, claim)` pairs already sorted by slot,
+/// writing exactly `len` elements (asserted: a shorter or longer iterator is a bug that
+/// would otherwise publish uninitialised holders).
+fn new_array(len: usize, pairs: impl Iterator<Item = (Slot, Claim)>) -> Owned<HolderArray> {
+    let mut array = Owned::<HolderArray>::init(len);
+    let mut written = 0;
+    for (slot, claim) in pairs {
+        assert!(written < len, "holder array overrun");
+        array[written].write(Holder::new(slot, claim));
+        written += 1;
     }
+    assert_eq!(written, len, "holder array not filled");
     array
 }
 
@@ -78,9 +111,10 @@ fn as_holders<'g>(array: Shared<'g, HolderArray>) -> &'g [Holder] {
         return &[];
     }
     // SAFETY: a non-null pointer in `Node::holders` was made by `new_array`, which writes
-    // every element before the array is published, and `MaybeUninit<Holder>` has the
-    // layout of `Holder`. The array is freed only through `defer_destroy` after it has been
-    // unlinked, so it outlives the guard `'g` that the caller loaded it under.
+    // every element (it asserts the count) before the array is published, and
+    // `MaybeUninit<Holder>` has the layout of `Holder`. The array is freed only through
+    // `defer_destroy` after it has been unlinked, so it outlives the guard `'g` that the
+    // caller loaded it under.
     unsafe {
         let cells: &'g HolderArray = array.deref();
         std::slice::from_raw_parts(cells.as_ptr().cast::<Holder>(), cells.len())
@@ -92,8 +126,8 @@ fn as_holders<'g>(array: Shared<'g, HolderArray>) -> &'g [Holder] {
 pub(crate) enum Settle {
     /// Leave it as it is.
     Keep,
-    /// Replace the claim.
-    Set(u64),
+    /// End the approximate claim, keep the exact one.
+    ClearApprox,
     /// Remove the entry.
     Remove,
 }
@@ -105,12 +139,11 @@ pub(crate) enum Outcome {
     Absent,
     /// The entry was left as it was.
     Kept,
-    /// The entry's claim was replaced.
-    Set,
-    /// The entry was removed; other holders remain.
-    Removed,
-    /// The entry was the last one: the node is now empty and must be unlinked.
-    RemovedLast,
+    /// The entry's approximate claim was ended; its exact claim stays.
+    Cleared,
+    /// The entry, whose claim was `was`, was removed. If `last`, the node is now empty and
+    /// the caller must unlink it while still holding the write lock.
+    Removed { was: Claim, last: bool },
 }
 
 impl Node {
@@ -120,13 +153,13 @@ impl Node {
         local: LocalBlockHash,
         depth: u32,
         slot: Slot,
-        claim: u64,
+        claim: Claim,
     ) -> Self {
         Self {
             parent,
             local,
             depth,
-            holders: Atomic::from(new_array(std::iter::once((slot, claim)))),
+            holders: Atomic::from(new_array(1, std::iter::once((slot, claim)))),
         }
     }
 
@@ -137,41 +170,25 @@ impl Node {
         as_holders(self.holders.load(Ordering::Acquire, guard))
     }
 
-    /// Applies `update` to `slot`'s claim in place. Returns false if the slot is not a
-    /// holder. Call with the shard lock held (read suffices: only shape changes need the
-    /// write lock, and `update` is applied atomically).
+    /// Raises `slot`'s claim in place to include `want`. Returns false if the slot is not
+    /// a holder. Takes `&self`: call it with the shard *read* lock held (a shape change,
+    /// which needs `&mut self` and so the write lock, then cannot run concurrently and copy
+    /// a claim this update is about to raise).
     #[inline]
-    pub(crate) fn update_claim(
-        &self,
-        slot: Slot,
-        update: impl Fn(u64) -> u64,
-        guard: &Guard,
-    ) -> bool {
-        let Some(holder) = find(self.holders(guard), slot) else {
-            return false;
-        };
-        let mut current = holder.claim.load(Ordering::Acquire);
-        loop {
-            let next = update(current);
-            if next == current {
-                return true; // already as wanted: no write, no cache-line transfer
+    pub(crate) fn update_claim(&self, slot: Slot, want: Claim, guard: &Guard) -> bool {
+        match find(self.holders(guard), slot) {
+            Some(holder) => {
+                holder.raise(want);
+                true
             }
-            match holder.claim.compare_exchange_weak(
-                current,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(seen) => current = seen,
-            }
+            None => false,
         }
     }
 
-    /// Applies `update` to `slot`'s claim, adding the slot with claim `update(0)` if it is
-    /// not a holder. Returns true if an entry was added. Call with the shard *write* lock held.
-    pub(crate) fn upsert(&self, slot: Slot, update: impl Fn(u64) -> u64, guard: &Guard) -> bool {
-        if self.update_claim(slot, &update, guard) {
+    /// Raises `slot`'s claim to include `want`, adding the slot with claim `want` if it is
+    /// not a holder. Returns true if an entry was added. `&mut self`: the shard write lock.
+    pub(crate) fn upsert(&mut self, slot: Slot, want: Claim, guard: &Guard) -> bool {
+        if self.update_claim(slot, want, guard) {
             return false;
         }
         let old = self.holders.load(Ordering::Acquire, guard);
@@ -180,19 +197,19 @@ impl Node {
         let pairs = current[..at]
             .iter()
             .map(snapshot)
-            .chain(std::iter::once((slot, update(0))))
+            .chain(std::iter::once((slot, want)))
             .chain(current[at..].iter().map(snapshot));
-        self.replace(old, new_array(ExactLen(pairs, current.len() + 1)), guard);
+        self.replace(old, new_array(current.len() + 1, pairs), guard);
         true
     }
 
     /// Keeps, changes or removes `slot`'s entry as `decide` says given its current claim.
-    /// Call with the shard *write* lock held; on [`Outcome::RemovedLast`] the caller must
+    /// `&mut self`: the shard write lock. On `Removed { last: true }` the caller must
     /// unlink the node while still holding it (the node's array is already retired).
     pub(crate) fn settle(
-        &self,
+        &mut self,
         slot: Slot,
-        decide: impl FnOnce(u64) -> Settle,
+        decide: impl FnOnce(Claim) -> Settle,
         guard: &Guard,
     ) -> Outcome {
         let old = self.holders.load(Ordering::Acquire, guard);
@@ -200,58 +217,62 @@ impl Node {
         let Ok(at) = current.binary_search_by_key(&slot, |h| h.slot) else {
             return Outcome::Absent;
         };
-        match decide(current[at].claim()) {
+        let was = current[at].claim();
+        match decide(was) {
             Settle::Keep => Outcome::Kept,
-            Settle::Set(claim) => {
+            Settle::ClearApprox => {
                 // No refresher runs concurrently: they need the read lock we exclude.
-                current[at].claim.store(claim, Ordering::Release);
-                Outcome::Set
+                current[at].expiry.store(0, Ordering::Release);
+                Outcome::Cleared
             }
             Settle::Remove if current.len() == 1 => {
                 self.replace(old, Shared::null(), guard);
-                Outcome::RemovedLast
+                Outcome::Removed { was, last: true }
             }
             Settle::Remove => {
                 let pairs = current[..at].iter().chain(&current[at + 1..]).map(snapshot);
-                self.replace(old, new_array(ExactLen(pairs, current.len() - 1)), guard);
-                Outcome::Removed
+                self.replace(old, new_array(current.len() - 1, pairs), guard);
+                Outcome::Removed { was, last: false }
             }
         }
     }
 
-    /// Publishes `new` in place of `old` and retires `old`. Shard write lock held.
+    /// Publishes `new` in place of `old` and retires `old`. `&mut self`: the write lock.
     fn replace<'g>(
-        &self,
+        &mut self,
         old: Shared<'g, HolderArray>,
         new: impl epoch::Pointer<HolderArray>,
         guard: &'g Guard,
     ) {
         self.holders.store(new, Ordering::Release);
-        if !old.is_null() {
-            // SAFETY: `old` was the published array and has just been replaced under the
-            // shard write lock, so no new reader can load it; readers that loaded it before
-            // are pinned, and `defer_destroy` frees it only after they unpin.
-            unsafe { guard.defer_destroy(old) };
-        }
+        retire(old, guard);
+    }
+}
+
+/// Hands an array that is no longer reachable from its node to the epoch collector.
+fn retire(old: Shared<'_, HolderArray>, guard: &Guard) {
+    if !old.is_null() {
+        // SAFETY: `old` is no longer published (its node now points elsewhere, or the node
+        // itself is gone from the map), so no new reader can load it; readers that loaded
+        // it before are pinned, and `defer_destroy` frees it only after they unpin.
+        unsafe { guard.defer_destroy(old) };
     }
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
-        // SAFETY: dropping a node means it left the map under the shard write lock (after
-        // `replace` retired its array, leaving null) or the whole map is being dropped with
-        // no reader left; either way no other thread can reach this array any more.
-        unsafe {
-            let array = self.holders.load(Ordering::Relaxed, epoch::unprotected());
-            if !array.is_null() {
-                drop(array.into_owned());
-            }
-        }
+        // A node leaves the map under the shard write lock, usually after `settle` already
+        // retired its array (leaving null). If it still has one (the whole map is dropped,
+        // or a node replaced), a reader that copied the pointer before may still be
+        // reading it, so it is retired through the collector like any other.
+        let guard = epoch::pin();
+        let array = self.holders.swap(Shared::null(), Ordering::AcqRel, &guard);
+        retire(array, &guard);
     }
 }
 
 #[inline]
-fn snapshot(h: &Holder) -> (Slot, u64) {
+fn snapshot(h: &Holder) -> (Slot, Claim) {
     (h.slot, h.claim())
 }
 
@@ -267,54 +288,51 @@ pub(crate) fn find(holders: &[Holder], slot: Slot) -> Option<&Holder> {
         .map(|i| &holders[i])
 }
 
-/// An iterator with a known length (chains of slices lose `ExactSizeIterator`).
-struct ExactLen<I>(I, usize);
-
-impl<I: Iterator> Iterator for ExactLen<I> {
-    type Item = I::Item;
-    fn next(&mut self) -> Option<I::Item> {
-        self.0.next()
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.1, Some(self.1))
-    }
-}
-
-impl<I: Iterator> ExactSizeIterator for ExactLen<I> {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn raise(expiry: u64) -> impl Fn(u64) -> u64 {
-        move |c| claim::refreshed(c, expiry)
+    fn node(slot: Slot, claim: Claim) -> Node {
+        Node::new(SequenceHash(0), LocalBlockHash(1), 0, slot, claim)
     }
 
     #[test]
     fn holders_stay_sorted_and_unique() {
         let guard = epoch::pin();
-        let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 5, 100);
+        let mut node = node(5, Claim::approx(100));
         for slot in [9, 1, 5, 3, 7] {
-            node.upsert(slot, raise(200), &guard);
+            node.upsert(slot, Claim::approx(200), &guard);
         }
         let slots: Vec<_> = node.holders(&guard).iter().map(|h| h.slot).collect();
         assert_eq!(slots, [1, 3, 5, 7, 9]);
-        assert_eq!(node.holders(&guard)[2].claim(), 200);
+        assert_eq!(node.holders(&guard)[2].claim(), Claim::approx(200));
     }
 
     #[test]
-    fn settle_keeps_sets_and_removes() {
+    fn settle_keeps_clears_and_removes() {
         let guard = epoch::pin();
-        let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 5, 100);
-        node.upsert(6, raise(300), &guard);
+        let mut node = node(5, Claim::EXACT.merged(Claim::approx(100)));
+        node.upsert(6, Claim::approx(300), &guard);
         assert_eq!(node.settle(5, |_| Settle::Keep, &guard), Outcome::Kept);
         assert_eq!(node.settle(4, |_| Settle::Remove, &guard), Outcome::Absent);
-        assert_eq!(node.settle(5, |_| Settle::Set(7), &guard), Outcome::Set);
-        assert_eq!(node.holders(&guard)[0].claim(), 7);
-        assert_eq!(node.settle(5, |_| Settle::Remove, &guard), Outcome::Removed);
+        assert_eq!(
+            node.settle(5, |_| Settle::ClearApprox, &guard),
+            Outcome::Cleared
+        );
+        assert_eq!(node.holders(&guard)[0].claim(), Claim::EXACT);
+        assert_eq!(
+            node.settle(5, |_| Settle::Remove, &guard),
+            Outcome::Removed {
+                was: Claim::EXACT,
+                last: false
+            }
+        );
         assert_eq!(
             node.settle(6, |_| Settle::Remove, &guard),
-            Outcome::RemovedLast
+            Outcome::Removed {
+                was: Claim::approx(300),
+                last: true
+            }
         );
         assert!(node.holders(&guard).is_empty());
     }
@@ -322,11 +340,21 @@ mod tests {
     #[test]
     fn refresh_only_raises_and_keeps_the_exact_bit() {
         let guard = epoch::pin();
-        let node = Node::new(SequenceHash(0), LocalBlockHash(1), 0, 2, claim::EXACT | 500);
-        assert!(node.update_claim(2, raise(300), &guard));
-        assert_eq!(node.holders(&guard)[0].claim(), claim::EXACT | 500);
-        assert!(node.update_claim(2, raise(900), &guard));
-        assert_eq!(node.holders(&guard)[0].claim(), claim::EXACT | 900);
-        assert!(!node.update_claim(3, raise(900), &guard));
+        let both = Claim::EXACT.merged(Claim::approx(500));
+        let node = node(2, both);
+        assert!(node.update_claim(2, Claim::approx(300), &guard));
+        assert_eq!(node.holders(&guard)[0].claim(), both);
+        assert!(node.update_claim(2, Claim::approx(900), &guard));
+        assert_eq!(
+            node.holders(&guard)[0].claim(),
+            Claim::EXACT.merged(Claim::approx(900))
+        );
+        assert!(!node.update_claim(3, Claim::approx(900), &guard));
+    }
+
+    #[test]
+    #[should_panic(expected = "holder array not filled")]
+    fn a_short_array_is_never_published() {
+        drop(new_array(2, std::iter::once((1, Claim::EXACT))));
     }
 }

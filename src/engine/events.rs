@@ -1,0 +1,136 @@
+//! KV events: an engine's exact `Stored`/`Removed`/`Cleared` events, and replays of
+//! [`dump_events`](crate::ApproxKvIndexer::dump_events) (whose `Stored` blocks carry the
+//! TTL they had left).
+//!
+//! Blocks are placed by this index's sequence hashes, computed from the event's tokens
+//! hashes chained after the parent, so a find reaches them whatever hashes the engine
+//! uses. The engine's own block hashes are kept per worker (where they differ from ours)
+//! only to resolve that worker's later parents and removals.
+
+use crossbeam_epoch as epoch;
+
+use super::Engine;
+use crate::events::{KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, RouterEvent};
+use crate::expiry::Timer;
+use crate::hash::SeqChain;
+use crate::tree::claim::Claim;
+use crate::tree::Block;
+use crate::workers::{Slot, Write};
+use crate::{SequenceHash, WorkerKey};
+
+impl Engine {
+    pub(crate) fn apply_event<W: WorkerKey>(&self, event: &RouterEvent<W>) {
+        match &event.data {
+            KvCacheEventData::Stored(data) => self.stored(event.worker_id, data),
+            KvCacheEventData::Removed(data) => self.removed(event.worker_id, data),
+            KvCacheEventData::Cleared => {
+                self.workers.remove_rank(event.worker_id);
+            }
+        }
+    }
+
+    /// The block of `slot`'s worker that an event names `hash`: the block the worker's
+    /// engine called so in an earlier `Stored` event, else the block whose sequence hash is
+    /// `hash` if the worker holds it live (engines that use this index's hashes, and
+    /// replayed dumps).
+    fn resolve_block(&self, slot: Slot, hash: SequenceHash, guard: &epoch::Guard) -> Option<SequenceHash> {
+        if let Some(ours) = self.workers.engine_hash(slot, hash) {
+            return Some(ours);
+        }
+        let now = self.read_time(self.now());
+        self.tree.holds_live(hash, slot, now, guard).then_some(hash)
+    }
+
+    fn stored<W: WorkerKey>(&self, worker: W, data: &KvCacheStoreData) {
+        self.tree.not_nested();
+        let guard = epoch::pin();
+        let parent = match data.parent_hash {
+            None => None,
+            Some(hash) => {
+                let resolved = self
+                    .workers
+                    .lookup(worker)
+                    .and_then(|slot| self.resolve_block(slot, hash, &guard));
+                if resolved.is_none() {
+                    // The worker holds no such parent: the blocks could not be reached
+                    // from the root, so (as Dynamo does) the event is dropped.
+                    self.rejected_events.add(1);
+                    return;
+                }
+                resolved
+            }
+        };
+        let Some(slot) = self.workers.resolve(worker) else {
+            return;
+        };
+        let exact = data.blocks.iter().any(|b| b.expires_in.is_none());
+        let write = if exact { Write::Exact } else { Write::Approx };
+        if !self.workers.begin_write(slot, write) {
+            return; // removed meanwhile: the event comes before the removal
+        }
+        let now = self.now();
+        // Each block's claim: exact, or approximate with the TTL it had left (at most the
+        // index's). The chain stops at a block with nothing left to claim.
+        let mut chain = SeqChain::after(parent);
+        let blocks: Vec<(Block, SequenceHash)> = data
+            .blocks
+            .iter()
+            .map_while(|b| {
+                let claim = match b.expires_in {
+                    None => Claim::EXACT,
+                    Some(left) if left.is_zero() => return None,
+                    Some(left) => {
+                        let left = crate::clock::nanos(left).min(self.ttl_nanos);
+                        Claim::approx(now.saturating_add(left))
+                    }
+                };
+                let seq = chain.next(b.tokens_hash);
+                Some((Block { local: b.tokens_hash, seq, claim }, b.block_hash))
+            })
+            .collect();
+        for (block, engine_hash) in &blocks {
+            if block.claim.exact && *engine_hash != block.seq {
+                self.workers.map_engine_hash(slot, *engine_hash, block.seq);
+            }
+        }
+        let added = self
+            .tree
+            .upsert_chain(slot, parent, blocks.iter().map(|b| b.0), &guard);
+        self.workers.adjust_entries(slot, added as i64);
+        for (block, _) in blocks.iter().filter(|b| !b.0.claim.exact) {
+            self.schedule_walk(slot, block.seq, block.claim.expiry, &guard);
+        }
+        self.enforce_caps(slot, added, &guard);
+        self.workers.end_write(slot, write);
+    }
+
+    /// A walk of `slot`'s claims from `leaf` up at `expiry` that comes from the past (a
+    /// replayed or restored claim, or what a removal left above its gap): a timer, and
+    /// with caps a log entry in expiry order.
+    pub(super) fn schedule_walk(&self, slot: Slot, leaf: SequenceHash, expiry: u64, guard: &epoch::Guard) {
+        if let Some(timers) = self.timers() {
+            timers.schedule(expiry, Timer { leaf, slot });
+        }
+        if self.caps.any() {
+            self.workers.note_expiry(slot, expiry);
+            self.log(slot, expiry, leaf, true, guard);
+        }
+    }
+
+    fn removed<W: WorkerKey>(&self, worker: W, data: &KvCacheRemoveData) {
+        let Some(slot) = self.workers.lookup(worker) else {
+            return; // unknown worker: it holds nothing
+        };
+        let guard = epoch::pin();
+        let blocks: Vec<SequenceHash> = data
+            .block_hashes
+            .iter()
+            .map(|&hash| self.workers.unmap_engine_hash(slot, hash).unwrap_or(hash))
+            .collect();
+        let (removed, anchors) = self.tree.remove_entries(slot, blocks.into_iter(), &guard);
+        self.workers.adjust_entries(slot, -(removed as i64));
+        for anchor in anchors {
+            self.schedule_walk(slot, anchor.leaf, anchor.expiry, &guard);
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The engine behind [`ApproxKvIndexer`](crate::ApproxKvIndexer): the state that callers
+//! and the sweeper thread share, and every operation on it. The public type only adds
+//! hashing, the worker-key type and the sweeper thread's life.
+//!
+//! - `mod.rs`: the state, time, find, record, caps, stats;
+//! - `events.rs`: exact (and replayed) KV events;
+//! - `restore.rs`: snapshot and restore;
+//! - `sweep.rs`: reclamation, by the sweeper and by callers helping it.
+
+mod events;
+mod restore;
+mod sweep;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use crossbeam_epoch as epoch;
+
+use crate::capacity::{Caps, Decision, DecisionLog, Evictor};
+use crate::clock::{nanos, Clock};
+use crate::config::Builder;
+use crate::expiry::{Expiry, Timer};
+use crate::scores::OverlapScores;
+use crate::stats::{IndexStats, StripedCounter};
+use crate::tree::{ReadAt, Tree};
+use crate::workers::{Slot, Workers, Write};
+use crate::{LocalBlockHash, SequenceHash, WorkerKey};
+
+/// TTLs at or beyond this (about 146 years) mean "never": approximate claims then never
+/// expire and no timers are kept. Their expiries are still `now + NEVER`, which orders
+/// decisions for eviction and gives snapshots a TTL left to restore from.
+pub(crate) const NEVER: u64 = 1 << 62;
+
+/// State shared by the callers and the sweeper thread.
+pub(crate) struct Engine {
+    pub(crate) block_size: u32,
+    pub(crate) ttl_nanos: u64,
+    /// The TTL means "never": approximate claims are read at time 0 (always live), and
+    /// decisions push no timer.
+    never: bool,
+    tick_nanos: u64,
+    pub(crate) caps: Caps,
+    clock: Arc<dyn Clock>,
+    pub(crate) tree: Tree,
+    pub(crate) workers: Arc<Workers>,
+    expiry: Expiry,
+    /// Every decision, oldest first, under a global cap.
+    global_log: Option<DecisionLog>,
+    /// Held by whoever sweeps (the sweeper, `sweep_expired`, or a caller helping).
+    sweeping: parking_lot::Mutex<()>,
+    /// Whether callers help reclaim when the sweeper falls behind (a background sweeper
+    /// runs and timers are kept).
+    help: bool,
+    /// The clock reading of the last sweep that left nothing due.
+    swept_until: AtomicU64,
+    records: StripedCounter,
+    finds: StripedCounter,
+    expirations: StripedCounter,
+    evictions: StripedCounter,
+    rejected_events: StripedCounter,
+}
+
+impl Engine {
+    pub(crate) fn new(b: &Builder) -> Self {
+        let tick_nanos = nanos(b.tick).max(1);
+        let ttl_nanos = nanos(b.ttl).clamp(1, NEVER);
+        let never = ttl_nanos >= NEVER;
+        let caps = Caps {
+            per_worker: b.max_blocks_per_worker,
+            total: b.max_entries,
+        };
+        Self {
+            block_size: b.block_size,
+            ttl_nanos,
+            never,
+            tick_nanos,
+            caps,
+            clock: Arc::clone(&b.clock),
+            tree: Tree::new(),
+            workers: Workers::new(caps.total.is_some(), never, caps.per_worker.is_some()),
+            expiry: Expiry::new(tick_nanos, if never { 0 } else { ttl_nanos }),
+            global_log: caps.total.map(|_| DecisionLog::default()),
+            sweeping: parking_lot::Mutex::new(()),
+            help: b.background_sweeper && !never,
+            swept_until: AtomicU64::new(0),
+            records: StripedCounter::default(),
+            finds: StripedCounter::default(),
+            expirations: StripedCounter::default(),
+            evictions: StripedCounter::default(),
+            rejected_events: StripedCounter::default(),
+        }
+    }
+
+    /// The clock, in the index's nanoseconds (readings past `u64::MAX` ns stop there).
+    #[inline]
+    fn now(&self) -> u64 {
+        nanos(self.clock.now())
+    }
+
+    /// The time claims are read at: `now`, or 0 when the TTL means never (every
+    /// approximate claim is then after it, so live).
+    #[inline]
+    fn read_time(&self, now: u64) -> u64 {
+        if self.never {
+            0
+        } else {
+            now
+        }
+    }
+
+    fn read_at(&self) -> ReadAt {
+        let now = self.now();
+        ReadAt {
+            live: self.read_time(now),
+            clock: now,
+        }
+    }
+
+    /// Whether decisions push timers.
+    #[inline]
+    fn timers(&self) -> Option<&Expiry> {
+        (!self.never).then_some(&self.expiry)
+    }
+
+    pub(crate) fn find<W: WorkerKey>(&self, local: &[LocalBlockHash]) -> OverlapScores<W> {
+        self.finds.add(1);
+        let guard = epoch::pin();
+        let now = self.read_time(self.now());
+        self.tree.find(local, now, &self.workers, &guard)
+    }
+
+    pub(crate) fn dump<W: WorkerKey>(&self) -> Vec<crate::RouterEvent<W>> {
+        let guard = epoch::pin();
+        self.tree.dump(self.read_at(), &self.workers, &guard)
+    }
+
+    /// An approximate claim of `ttl` nanoseconds from `now` for `slot`: with caps, made
+    /// later than any the slot was given before, so eviction tells decisions apart by age.
+    fn expiry_for(&self, slot: Slot, now: u64, ttl: u64) -> u64 {
+        let expiry = now.saturating_add(ttl);
+        if self.caps.any() {
+            self.workers.unique_expiry(slot, expiry)
+        } else {
+            expiry
+        }
+    }
+
+    pub(crate) fn record(
+        &self,
+        worker: impl WorkerKey,
+        local: &[LocalBlockHash],
+        seq: &[SequenceHash],
+    ) {
+        let Some(&leaf) = seq.last() else {
+            return;
+        };
+        self.records.add(1);
+        let guard = epoch::pin();
+        let Some(slot) = self.workers.resolve(worker) else {
+            return; // 2^32 live registrations: nothing sensible to store
+        };
+        if !self.workers.begin_write(slot, Write::Approx) {
+            return; // removed meanwhile: the decision comes before the removal
+        }
+        let now = self.now();
+        let expiry = self.expiry_for(slot, now, self.ttl_nanos);
+        let added = self.tree.record(slot, local, seq, expiry, &guard);
+        self.workers.adjust_entries(slot, added as i64);
+        if let Some(timers) = self.timers() {
+            timers.schedule(expiry, Timer { leaf, slot });
+        }
+        if self.caps.any() {
+            self.log(slot, expiry, leaf, false, &guard);
+            self.enforce_caps(slot, added, &guard);
+        }
+        self.workers.end_write(slot, Write::Approx);
+        self.help_sweep(now, added);
+    }
+
+    /// Logs a decision of `slot` for eviction: appended if just recorded, inserted in
+    /// expiry order if it comes from the past (`sorted`: restores, replays, re-anchors).
+    fn log(&self, slot: Slot, expiry: u64, leaf: SequenceHash, sorted: bool, guard: &epoch::Guard) {
+        let decision = Decision {
+            slot,
+            generation: self.workers.generation(slot),
+            expiry,
+            leaf,
+        };
+        let evictor = self.evictor(guard);
+        let put = |log: &DecisionLog| {
+            if sorted {
+                log.insert(decision)
+            } else {
+                log.push(decision)
+            }
+        };
+        if let Some(log) = self.workers.log(slot) {
+            let len = put(log);
+            evictor.compact_if_long(log, len, self.workers.entries(slot));
+        }
+        if let Some(log) = &self.global_log {
+            let len = put(log);
+            let total = self.workers.tracked_total().unwrap_or(0);
+            evictor.compact_if_long(log, len, total);
+        }
+    }
+
+    fn evictor<'a>(&'a self, guard: &'a epoch::Guard) -> Evictor<'a> {
+        Evictor {
+            tree: &self.tree,
+            workers: &self.workers,
+            timers: self.timers(),
+            guard,
+        }
+    }
+
+    /// After `slot` gained `added` entries: while over a cap, evicts up to twice as many
+    /// entries as were added, enough to drain leftovers of races, while concurrent writers
+    /// cannot strip a worker by all evicting the same excess.
+    fn enforce_caps(&self, slot: Slot, added: usize, guard: &epoch::Guard) {
+        if added == 0 {
+            return;
+        }
+        let evictor = self.evictor(guard);
+        let quota = 2 * added;
+        let mut evicted = 0;
+        if let Some(cap) = self.caps.per_worker {
+            evicted += evictor.evict_worker(slot, cap, quota);
+        }
+        if let (Some(cap), Some(log)) = (self.caps.total, &self.global_log) {
+            evicted += evictor.evict_total(log, cap, quota - evicted);
+        }
+        self.evictions.add(evicted as u64);
+    }
+
+    pub(crate) fn stats(&self) -> IndexStats {
+        let (entries, nodes) = (self.workers.total_entries(), self.tree.len());
+        let pending_timers = self.expiry.pending();
+        let logged = self.logged_decisions();
+        IndexStats {
+            entries,
+            nodes,
+            workers: self.workers.len(),
+            records: self.records.sum(),
+            finds: self.finds.sum(),
+            expirations: self.expirations.sum(),
+            evictions: self.evictions.sum(),
+            rejected_events: self.rejected_events.sum(),
+            pending_timers,
+            estimated_bytes: self.tree.estimated_bytes(nodes, entries)
+                + pending_timers * Expiry::BYTES_PER_TIMER
+                + logged * std::mem::size_of::<Decision>()
+                + self.workers.engine_hash_count() * 2 * std::mem::size_of::<u64>(),
+        }
+    }
+
+    /// Decisions held in the eviction logs.
+    fn logged_decisions(&self) -> usize {
+        let per_slot: usize = (0..self.workers.slot_count())
+            .filter_map(|slot| self.workers.log(slot))
+            .map(DecisionLog::len)
+            .sum();
+        per_slot + self.global_log.as_ref().map_or(0, DecisionLog::len)
+    }
+}

@@ -1,0 +1,97 @@
+//! Snapshot and restore: the live state with each entry's TTL left, and putting it back so
+//! that finds, expiry and eviction go on as they would have in the snapshotted index.
+
+use std::time::Duration;
+
+use crossbeam_epoch as epoch;
+
+use super::Engine;
+use crate::clock::nanos;
+use crate::tree::claim::Claim;
+use crate::tree::LiveEntry;
+use crate::workers::Write;
+use crate::{Snapshot, SnapshotEntry, SnapshotError, WorkerKey};
+
+impl Engine {
+    pub(crate) fn snapshot<W: WorkerKey>(&self) -> Snapshot {
+        let guard = epoch::pin();
+        let rows = self
+            .tree
+            .live_entries::<W>(self.read_at(), &self.workers, &guard);
+        Snapshot {
+            block_size: self.block_size,
+            entries: rows
+                .into_iter()
+                .map(|r| SnapshotEntry {
+                    worker_id: r.worker.worker_id(),
+                    dp_rank: r.worker.dp_rank(),
+                    block: r.seq,
+                    parent: r.parent,
+                    local: r.local,
+                    depth: r.depth,
+                    exact: r.exact,
+                    ttl_left: Duration::from_nanos(r.ttl_left),
+                })
+                .collect(),
+        }
+    }
+
+    /// Puts every entry back, merged with what the index holds, each approximate claim
+    /// expiring `ttl_left` (at most the index's TTL) from now. Each restored approximate
+    /// claim gets a walk of its own (a timer, and with caps a log entry in expiry order,
+    /// deeper before shallower among equal expiries), so expiry and eviction go on in the
+    /// snapshotted index's order; caps are enforced once everything is back.
+    pub(crate) fn restore<W: WorkerKey>(&self, snapshot: &Snapshot) -> Result<(), SnapshotError> {
+        if snapshot.block_size != self.block_size {
+            return Err(SnapshotError::BlockSizeMismatch {
+                snapshot: snapshot.block_size,
+                index: self.block_size,
+            });
+        }
+        let now = self.now();
+        let guard = epoch::pin();
+        let mut added_per_slot = std::collections::BTreeMap::new();
+        // Parents first (the snapshot's order): among equal expiries, log inserts put the
+        // later-inserted (deeper) claim first.
+        let mut entries: Vec<&SnapshotEntry> = snapshot.entries.iter().collect();
+        entries.sort_by_key(|e| e.depth);
+        for e in entries {
+            let ttl_left = nanos(e.ttl_left).min(self.ttl_nanos);
+            let expiry = if ttl_left == 0 { 0 } else { now.saturating_add(ttl_left) };
+            let claim = Claim {
+                exact: e.exact,
+                expiry,
+            };
+            if claim.is_none() {
+                continue; // nothing live to restore
+            }
+            let Some(slot) = self.workers.resolve(W::from_parts(e.worker_id, e.dp_rank)) else {
+                continue;
+            };
+            let write = if e.exact { Write::Exact } else { Write::Approx };
+            if !self.workers.begin_write(slot, write) {
+                continue; // removed while restoring
+            }
+            let row = LiveEntry {
+                depth: e.depth,
+                worker: (),
+                seq: e.block,
+                parent: e.parent,
+                local: e.local,
+                exact: e.exact,
+                ttl_left,
+            };
+            let added = self.tree.restore_entry(slot, &row, claim, &guard);
+            self.workers.adjust_entries(slot, i64::from(added));
+            if expiry != 0 {
+                self.schedule_walk(slot, e.block, expiry, &guard);
+            }
+            self.workers.end_write(slot, write);
+            *added_per_slot.entry(slot).or_insert(0) += usize::from(added);
+        }
+        for (slot, added) in added_per_slot {
+            self.enforce_caps(slot, added, &guard);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,152 @@
+//! Reclamation: every tick the sweeper thread frees what is due (dead slots to purge, due
+//! timers' walks, expired logged decisions). Walks are taken from the wheel in bounded
+//! batches, so when the sweeper falls behind (starved of CPU by more runnable threads than
+//! cores), recording callers can take batches too: each helps free at least twice what it
+//! added, without waiting (they only *try* the sweep lock).
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use crossbeam_epoch as epoch;
+
+use super::Engine;
+use crate::expiry::Timer;
+use crate::workers::Slot;
+
+/// Due timers taken from the wheel at a time.
+const BATCH: usize = 64;
+
+/// Callers start helping once the last sweep that left nothing due is this many ticks old.
+const HELP_AFTER_TICKS: u64 = 4;
+
+impl Engine {
+    /// Frees everything due at the clock's time, on this thread, in one turn (a sweep that
+    /// returns has finished its purges and walks, even if another sweeper started first).
+    /// Returns the entries freed.
+    pub(crate) fn sweep(&self) -> usize {
+        let _turn = self.sweeping.lock();
+        let now = self.now();
+        let mut freed = self.purge_dead();
+        loop {
+            let (n, more) = self.expire_batch(now);
+            freed += n;
+            if !more {
+                break;
+            }
+        }
+        self.prune_logs(now);
+        self.swept_until.fetch_max(now, Relaxed);
+        self.expirations.add(freed as u64);
+        freed
+    }
+
+    /// The background sweeper's tick: the same work as [`sweep`](Self::sweep), but the
+    /// walks in batches that each take the sweep lock anew, so callers can help between.
+    pub(crate) fn sweep_in_batches(&self) {
+        let now = self.now();
+        let mut freed = {
+            let _turn = self.sweeping.lock();
+            self.prune_logs(now);
+            self.purge_dead()
+        };
+        loop {
+            let _turn = self.sweeping.lock();
+            let (n, more) = self.expire_batch(now);
+            freed += n;
+            if !more {
+                self.swept_until.fetch_max(now, Relaxed);
+                break;
+            }
+        }
+        self.expirations.add(freed as u64);
+    }
+
+    /// Called by a recorder that added `added` entries at `now`: if the sweeper is behind,
+    /// frees at least twice that many due entries (or all that is due), in batches, unless
+    /// another thread is sweeping right now.
+    pub(super) fn help_sweep(&self, now: u64, added: usize) {
+        if !self.help {
+            return;
+        }
+        let lag = now.saturating_sub(self.swept_until.load(Relaxed));
+        if lag <= HELP_AFTER_TICKS.saturating_mul(self.tick_nanos) {
+            return;
+        }
+        let Some(_turn) = self.sweeping.try_lock() else {
+            return; // someone is sweeping: no waiting
+        };
+        let target = 2 * added.max(1);
+        let mut freed = 0;
+        while freed < target {
+            let (n, more) = self.expire_batch(now);
+            freed += n;
+            if !more {
+                self.swept_until.fetch_max(now, Relaxed);
+                break;
+            }
+        }
+        self.expirations.add(freed as u64);
+    }
+
+    /// Takes up to [`BATCH`] due timers and walks each. Returns the entries freed and
+    /// whether due timers are left. Call with the sweep lock held.
+    fn expire_batch(&self, now: u64) -> (usize, bool) {
+        let mut due: Vec<(u64, Timer)> = Vec::with_capacity(BATCH);
+        let more = self
+            .expiry
+            .take_due(now, BATCH, |deadline, timer| due.push((deadline, timer)));
+        let mut freed = 0;
+        let guard = epoch::pin();
+        for (deadline, Timer { leaf, slot }) in due {
+            let alive = self.workers.is_alive(slot);
+            // A timer another sweeper found due may be walked by a thread whose clock
+            // reading is a little older: the deadline has passed all the same.
+            let threshold = now.max(deadline);
+            let walked = self
+                .tree
+                .walk(leaf, slot, threshold, alive, usize::MAX, &guard);
+            if walked.removed > 0 {
+                self.workers.adjust_entries(slot, -(walked.removed as i64));
+                freed += walked.removed;
+            }
+        }
+        (freed, more)
+    }
+
+    /// Drops logged decisions whose TTL has passed (their timers' walks free them).
+    fn prune_logs(&self, now: u64) {
+        if !self.caps.any() || self.never {
+            return;
+        }
+        for slot in 0..self.workers.slot_count() {
+            if let Some(log) = self.workers.log(slot) {
+                log.prune_expired(now);
+            }
+        }
+        if let Some(log) = &self.global_log {
+            log.prune_expired(now);
+        }
+    }
+
+    /// Removes every entry of dead slots that no timer will lead a walk to.
+    fn purge_dead(&self) -> usize {
+        let (slots, busy): (Vec<Slot>, Vec<Slot>) = self
+            .workers
+            .take_purges()
+            .into_iter()
+            .partition(|&slot| !self.workers.writes_in_flight(slot));
+        self.workers.requeue_purges(busy); // a writer is still storing: next sweep
+        if slots.is_empty() {
+            return 0;
+        }
+        let guard = epoch::pin();
+        let removed = self.tree.purge(&slots, &guard);
+        for (&slot, &n) in slots.iter().zip(&removed) {
+            if let Some(log) = self.workers.log(slot) {
+                log.clear();
+            }
+            self.workers.adjust_entries(slot, -(n as i64));
+            self.workers.purge_done(slot);
+        }
+        removed.iter().sum()
+    }
+}
