@@ -21,21 +21,25 @@ use crossbeam_epoch::Guard;
 
 use crate::expiry::{Expiry, Timer};
 use crate::sync::Mutex;
-use crate::tree::Tree;
+use crate::tree::{Span, Tree};
 use crate::workers::{Slot, Workers};
 use crate::SequenceHash;
 
-/// One logged decision: whose (slot and the slot's generation then), the walk's threshold
-/// (the decision's expiry) and where the walk starts (its leaf).
+/// One logged decision: whose (slot and the slot's generation then, truncated), the
+/// walk's threshold (the decision's expiry), where the walk starts (its leaf) and how far
+/// it may go (a decision's path, or one restored or replayed claim's block).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Decision {
     pub(crate) slot: Slot,
-    pub(crate) generation: u32,
+    pub(crate) generation: u16,
+    pub(crate) span: Span,
     pub(crate) expiry: u64,
     pub(crate) leaf: SequenceHash,
 }
 
-/// Decisions, oldest (earliest expiry) first.
+/// Decisions in expiry order, oldest first. A worker's decisions have distinct expiries
+/// (with caps, each is made later than the worker's previous one), so the index-wide log
+/// also keeps every worker's decisions in their order.
 ///
 /// Several threads may evict from one log at once: each pops its own decision (the pop is
 /// atomic), so no thread ever waits for another's eviction.
@@ -45,10 +49,13 @@ pub(crate) struct DecisionLog {
 }
 
 impl DecisionLog {
-    /// Appends a decision just recorded. Returns the log's length afterwards.
+    /// Adds a decision just recorded: after every decision with an earlier or equal
+    /// expiry (usually at the end; concurrent recorders and other workers' same-instant
+    /// decisions can put it a few places before). Returns the log's length afterwards.
     pub(crate) fn push(&self, decision: Decision) -> usize {
         let mut d = self.decisions.lock();
-        d.push_back(decision);
+        let at = d.partition_point(|x| x.expiry <= decision.expiry);
+        d.insert(at, decision);
         d.len()
     }
 
@@ -68,14 +75,8 @@ impl DecisionLog {
         self.decisions.lock().pop_front()
     }
 
-    /// Puts back a partly evicted decision as the oldest.
-    fn push_front(&self, decision: Decision) {
-        self.decisions.lock().push_front(decision);
-    }
-
     /// Drops decisions whose TTL has passed at `now` (the wheel's walks handle their
-    /// entries). The log is ordered by expiry up to races between concurrent recorders,
-    /// so this stops at the first live one.
+    /// entries).
     pub(crate) fn prune_expired(&self, now: u64) {
         let mut d = self.decisions.lock();
         while d.front().is_some_and(|x| x.expiry <= now) {
@@ -120,32 +121,64 @@ impl Caps {
 }
 
 /// What an eviction touches: the tree, the registry (counts, per-slot logs, generations),
-/// and the timers (for the rest of a partly evicted decision), if the index keeps timers.
+/// the index-wide log (under a global cap), and the timers (for the rest of a partly
+/// evicted decision), if the index keeps timers.
 pub(crate) struct Evictor<'a> {
     pub(crate) tree: &'a Tree,
     pub(crate) workers: &'a Arc<Workers>,
+    pub(crate) global: Option<&'a DecisionLog>,
     pub(crate) timers: Option<&'a Expiry>,
     pub(crate) guard: &'a Guard,
 }
 
 impl Evictor<'_> {
+    /// Logs `decision` in its slot's log (under a per-worker cap) and the index-wide log
+    /// (under a global cap): appended if just recorded, else (`sorted`) in expiry order.
+    /// Compacts a log that grew long.
+    pub(crate) fn log(&self, decision: Decision, sorted: bool) {
+        let put = |log: &DecisionLog| {
+            if sorted {
+                log.insert(decision)
+            } else {
+                log.push(decision)
+            }
+        };
+        if let Some(log) = self.workers.log(decision.slot) {
+            let len = put(log);
+            self.compact_if_long(log, len, self.workers.entries(decision.slot));
+        }
+        if let Some(log) = self.global {
+            let len = put(log);
+            let total = self.workers.tracked_total().unwrap_or(0);
+            self.compact_if_long(log, len, total);
+        }
+    }
+
     /// Evicts `slot`'s oldest decisions until it holds at most `cap` entries, `quota`
-    /// entries are evicted, or its log is empty. A recorder passes twice the entries it
-    /// added as its quota: concurrent recorders then cannot strip a worker of its newest
+    /// entries are evicted, or its log is empty. A writer passes twice the entries it
+    /// added as its quota: concurrent writers then cannot strip a worker of its newest
     /// decisions by all evicting the same excess. Returns the entries evicted.
     pub(crate) fn evict_worker(&self, slot: Slot, cap: usize, quota: usize) -> usize {
         let Some(log) = self.workers.log(slot) else {
             return 0;
         };
-        self.evict_from(log, quota, || self.workers.entries(slot).saturating_sub(cap))
+        self.evict_from(log, quota, || {
+            self.workers.entries(slot).saturating_sub(cap)
+        })
     }
 
-    /// Evicts the globally least recently recorded decisions from `log` (the index-wide
-    /// log) until all entries together are at most `cap`, or `quota` entries are evicted
-    /// (see [`evict_worker`](Self::evict_worker)), or the log is empty.
-    pub(crate) fn evict_total(&self, log: &DecisionLog, cap: usize, quota: usize) -> usize {
+    /// Evicts the globally least recently recorded decisions (from the index-wide log)
+    /// until all entries together are at most `cap`, or `quota` entries are evicted (see
+    /// [`evict_worker`](Self::evict_worker)), or the log is empty.
+    pub(crate) fn evict_total(&self, cap: usize, quota: usize) -> usize {
+        let Some(log) = self.global else {
+            return 0;
+        };
         self.evict_from(log, quota, || {
-            self.workers.tracked_total().unwrap_or(0).saturating_sub(cap)
+            self.workers
+                .tracked_total()
+                .unwrap_or(0)
+                .saturating_sub(cap)
         })
     }
 
@@ -164,9 +197,10 @@ impl Evictor<'_> {
         }
     }
 
-    /// Evicts up to `budget` entries of the oldest decision in `log` (putting back what is
-    /// left of it, with a timer for what is left: the decision's own timer starts at its old
-    /// leaf, which is gone, so its walk would stop there). `None` if the log is empty.
+    /// Evicts up to `budget` entries of the oldest decision in `log`. What a budget cut off
+    /// is logged again from the block the walk stopped at, in *every* log (the copies of
+    /// the decision in the other log start at its old leaf, which is gone, so their walks
+    /// would stop there), and gets a timer for the same reason. `None` if the log is empty.
     fn evict_oldest(&self, log: &DecisionLog, budget: usize) -> Option<usize> {
         let decision = log.pop_oldest()?;
         let Decision { slot, leaf, .. } = decision;
@@ -174,14 +208,23 @@ impl Evictor<'_> {
             return Some(0); // a removed registration's slot, serving another worker now
         }
         let alive = self.workers.is_alive(slot);
-        let walked = self
-            .tree
-            .walk(leaf, slot, decision.expiry, alive, budget, self.guard);
-        if let Some(rest) = walked.resume {
-            log.push_front(Decision {
-                leaf: rest,
-                ..decision
-            });
+        let walked = self.tree.walk(
+            leaf,
+            slot,
+            decision.expiry,
+            alive,
+            budget,
+            decision.span,
+            self.guard,
+        );
+        if let (Some(rest), Span::Path) = (walked.resume, decision.span) {
+            self.log(
+                Decision {
+                    leaf: rest,
+                    ..decision
+                },
+                true,
+            );
             if let Some(timers) = self.timers {
                 timers.schedule(decision.expiry, Timer { leaf: rest, slot });
             }
@@ -216,6 +259,7 @@ mod tests {
         Decision {
             slot: 0,
             generation: 0,
+            span: Span::Path,
             expiry,
             leaf: SequenceHash(expiry),
         }
@@ -224,7 +268,7 @@ mod tests {
     #[test]
     fn log_is_ordered_prunes_and_compacts() {
         let log = DecisionLog::default();
-        for i in [10, 20, 40, 50] {
+        for i in [10, 20, 50, 40] {
             log.push(decision(i));
         }
         assert_eq!(log.insert(decision(30)), 5);

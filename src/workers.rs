@@ -355,7 +355,11 @@ impl Workers {
     }
 
     /// Forgets the engine hash `engine` of `slot`, returning the block it named.
-    pub(crate) fn unmap_engine_hash(&self, slot: Slot, engine: SequenceHash) -> Option<SequenceHash> {
+    pub(crate) fn unmap_engine_hash(
+        &self,
+        slot: Slot,
+        engine: SequenceHash,
+    ) -> Option<SequenceHash> {
         let info = self.slots.get(slot)?;
         let mut map = info.engine_hashes.lock();
         map.remove(&engine.0).map(SequenceHash)
@@ -373,10 +377,10 @@ impl Workers {
     /// The slot's current generation (truncated): it changes each time the slot is freed,
     /// so a logged decision can tell whether its slot still stands for the same worker.
     #[inline]
-    pub(crate) fn generation(&self, slot: Slot) -> u32 {
-        self.slots
-            .get(slot)
-            .map_or(0, |i| (i.state.load(Ordering::Acquire) >> STATE_BITS) as u32)
+    pub(crate) fn generation(&self, slot: Slot) -> u16 {
+        self.slots.get(slot).map_or(0, |i| {
+            (i.state.load(Ordering::Acquire) >> STATE_BITS) as u16
+        })
     }
 
     /// Makes later [`unique_expiry`](Self::unique_expiry) results come after `expiry`
@@ -517,6 +521,7 @@ impl Workers {
             info.had_exact.store(false, Ordering::Relaxed);
             info.log.clear();
             info.engine_hashes.lock().clear();
+            info.last_expiry.store(0, Ordering::Relaxed);
             self.free.lock().recycled.push(slot);
         }
     }

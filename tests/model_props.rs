@@ -12,7 +12,7 @@ use approx_kv_index::{
     compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash, SequenceHash, WorkerId,
 };
 use proptest::prelude::*;
-use support::harness::{Harness, Op};
+use support::harness::{Harness, Op, Settings};
 use support::proptest_config::config;
 
 /// A few workers and the extreme id.
@@ -80,7 +80,9 @@ fn events(block_size: u32) -> impl Strategy<Value = Op> {
     ]
 }
 
-/// A `Stored` event with arbitrary parent and sequence hashes.
+/// A `Stored` event from an engine with hashes of its own: arbitrary block hashes (small
+/// numbers, so they collide with each other and name parents of later events), and a
+/// parent that is one of them (or none).
 fn garbage_event() -> impl Strategy<Value = Op> {
     (
         worker(),
@@ -140,10 +142,11 @@ fn op_with(
         1 => local().prop_map(|local| Op::FindHashes { local }),
         1 => worker().prop_map(Op::RemoveWorker),
         3 => (0u64..=1500).prop_map(move |permille| Op::Advance(ttl.min(1 << 50) * permille / 1000 + permille % 3)),
-        1 => (0u64..1 << 40).prop_map(Op::Advance),
+        1 => prop_oneof![(0u64..1 << 40), Just(1 << 63), (0u64..1 << 62)].prop_map(Op::Advance),
         2 => Just(Op::Sweep),
         1 => Just(Op::Shutdown),
         1 => Just(Op::SnapshotRestore),
+        1 => Just(Op::ReplayDump),
         1 => merges,
     ]
 }
@@ -164,8 +167,26 @@ fn settings() -> impl Strategy<Value = (u32, u64, u64)> {
 }
 
 fn run(block_size: u32, ttl: u64, tick: u64, background: bool, ops: &[Op]) -> Harness {
-    let tick = Duration::from_nanos(tick);
-    let mut h = Harness::new(block_size, Duration::from_nanos(ttl), tick, background);
+    run_capped(block_size, ttl, tick, background, (None, None), ops)
+}
+
+/// As [`run`], with caps: (per worker, total).
+fn run_capped(
+    block_size: u32,
+    ttl: u64,
+    tick: u64,
+    background: bool,
+    (per_worker, total): (Option<usize>, Option<usize>),
+    ops: &[Op],
+) -> Harness {
+    let mut h = Harness::with(Settings {
+        block_size,
+        ttl: Duration::from_nanos(ttl),
+        tick: Duration::from_nanos(tick),
+        background,
+        max_blocks_per_worker: per_worker,
+        max_entries: total,
+    });
     for op in ops {
         h.apply(op);
     }
@@ -277,6 +298,46 @@ fn restore_into_a_live_index_keeps_ttls() {
     assert_eq!(stats.entries, 0, "{stats:?}");
 }
 
+/// Caps: none, per worker, global, or both; small enough to bite.
+fn caps() -> impl Strategy<Value = (Option<usize>, Option<usize>)> {
+    prop_oneof![
+        1 => (1usize..12).prop_map(|c| (Some(c), None)),
+        1 => (1usize..24).prop_map(|c| (None, Some(c))),
+        1 => (1usize..12, 1usize..24).prop_map(|(w, t)| (Some(w), Some(t))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// Every operation (decisions, KV events, removals, snapshots, dump replays, far
+    /// clocks) under caps: after every step the index equals the model, which evicts the
+    /// least recently recorded decisions deepest first, and no worker nor the index holds
+    /// more than its cap beyond exact entries (which no cap evicts).
+    #[test]
+    fn caps_hold_under_any_sequence(
+        ((block, ttl, tick), caps, ops) in settings().prop_flat_map(|s| {
+            let ops = prop::collection::vec(op_with(s.0, s.1, false, true, true), 1..60);
+            (Just(s), caps(), ops)
+        })
+    ) {
+        run_capped(block, ttl, tick, false, caps, &ops);
+    }
+
+    /// Decisions only under caps: also, every live block keeps its prefix (deepest
+    /// blocks go first), checked by the harness after every step.
+    #[test]
+    fn caps_evict_deepest_first(
+        ((block, ttl, tick), caps, ops) in settings().prop_flat_map(|s| {
+            let ops = prop::collection::vec(op(s.0, s.1, false, false), 1..80);
+            (Just(s), caps(), ops)
+        })
+    ) {
+        let h = run_capped(block, ttl, tick, false, caps, &ops);
+        prop_assert!(h.consistent);
+    }
+}
+
 /// A capped index on a manual clock, without background sweeper.
 fn capped(
     block_size: u32,
@@ -302,87 +363,7 @@ fn capped(
     (b.build().unwrap(), clock)
 }
 
-/// Decisions, finds and time for the capped index: (worker, tokens) to record, or a
-/// find, or a clock step, or a sweep.
-#[derive(Debug, Clone)]
-enum CapOp {
-    Record(WorkerId, Vec<u32>),
-    Find(Vec<u32>),
-    Advance(u64),
-    Sweep,
-}
-
-fn cap_op() -> impl Strategy<Value = CapOp> {
-    prop_oneof![
-        5 => (worker(), tokens()).prop_map(|(w, t)| CapOp::Record(w, t)),
-        3 => tokens().prop_map(CapOp::Find),
-        2 => (0u64..40).prop_map(CapOp::Advance),
-        1 => Just(CapOp::Sweep),
-    ]
-}
-
-proptest! {
-    #![proptest_config(config(64))]
-
-    /// Caps (5 workers at most, so the global eviction samples all of them): after every
-    /// decision the worker and the total are within their caps; the decision itself is
-    /// found in full if it fits the caps; and a capped index never reports more than the
-    /// uncapped model (caps only evict). Scores are compared with the model a few
-    /// nanoseconds earlier: see `ttl_is_exact_with_caps`.
-    #[test]
-        fn caps_hold_and_only_evict(
-        block in 1u32..=3,
-        ttl in 1u64..60,
-        per_worker in prop::option::of(1usize..12),
-        total in prop::option::of(1usize..24),
-        ops in prop::collection::vec(cap_op(), 1..80),
-    ) {
-        let (index, clock) = capped(block, ttl, per_worker, total);
-        let mut model = support::model::Model::new(Duration::from_nanos(ttl));
-        let now = || support::model::nanos(approx_kv_index::Clock::now(&*clock));
-        let mut records = 0u64;
-        for op in &ops {
-            match op {
-                CapOp::Record(w, tokens) => {
-                    index.process_routing_decision_for_request(tokens, *w);
-                    let local = compute_block_hash_for_seq(tokens, block);
-                    model.record(now(), *w, &compute_seq_hashes(&local));
-                    records += 1;
-                    let n = local.len();
-                    let found = index.find_matches(&local);
-                    if n > 0 && per_worker.map_or(true, |c| n <= c) && total.map_or(true, |c| n <= c) {
-                        prop_assert_eq!(found.scores.get(w).copied(), Some(n as u32));
-                    }
-                    if let (Some(cap), Some(&size)) = (per_worker, found.tree_sizes.get(w)) {
-                        prop_assert!(size <= cap, "worker {} holds {} > {}", w, size, cap);
-                    }
-                    if let Some(cap) = total {
-                        let entries = index.stats().entries;
-                        prop_assert!(entries <= cap, "{} entries > cap {}", entries, cap);
-                    }
-                }
-                CapOp::Find(tokens) => {
-                    let local = compute_block_hash_for_seq(tokens, block);
-                    let got = index.find_matches(&local);
-                    let bound = model.scores(now().saturating_sub(records), &local);
-                    for (w, s) in &got.scores {
-                        prop_assert!(bound.get(w).is_some_and(|b| s <= b), "{}: {} > {:?}", w, s, bound.get(w));
-                    }
-                }
-                CapOp::Advance(by) => clock.advance(Duration::from_nanos(*by)),
-                CapOp::Sweep => {
-                    index.sweep_expired();
-                }
-            }
-        }
-        clock.advance(Duration::from_nanos(ttl + records));
-        index.sweep_expired();
-        let stats = index.stats();
-        prop_assert_eq!((stats.entries, stats.nodes, stats.pending_timers), (0, 0, 0));
-    }
-}
-
-/// Found by `caps_hold_and_only_evict`: an eviction that stops for lack of budget removes
+/// Found by the caps property test: an eviction that stops for lack of budget removes
 /// the deepest blocks of a decision and keeps the rest; the decision's timer then starts
 /// its walk at the leaf node, which is gone, and stops at once, while the log entry that
 /// could resume the walk is pruned as expired. The remaining blocks are never reclaimed,

@@ -14,7 +14,7 @@ use crate::events::{KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, Route
 use crate::expiry::Timer;
 use crate::hash::SeqChain;
 use crate::tree::claim::Claim;
-use crate::tree::Block;
+use crate::tree::{Block, Span};
 use crate::workers::{Slot, Write};
 use crate::{SequenceHash, WorkerKey};
 
@@ -33,7 +33,12 @@ impl Engine {
     /// engine called so in an earlier `Stored` event, else the block whose sequence hash is
     /// `hash` if the worker holds it live (engines that use this index's hashes, and
     /// replayed dumps).
-    fn resolve_block(&self, slot: Slot, hash: SequenceHash, guard: &epoch::Guard) -> Option<SequenceHash> {
+    fn resolve_block(
+        &self,
+        slot: Slot,
+        hash: SequenceHash,
+        guard: &epoch::Guard,
+    ) -> Option<SequenceHash> {
         if let Some(ours) = self.workers.engine_hash(slot, hash) {
             return Some(ours);
         }
@@ -50,10 +55,11 @@ impl Engine {
                 let resolved = self
                     .workers
                     .lookup(worker)
-                    .and_then(|slot| self.resolve_block(slot, hash, &guard));
+                    .and_then(|slot| self.resolve_block(slot, hash, &guard))
+                    .or_else(|| in_our_hashes(hash, data).then_some(hash));
                 if resolved.is_none() {
-                    // The worker holds no such parent: the blocks could not be reached
-                    // from the root, so (as Dynamo does) the event is dropped.
+                    // An engine's name for a block the worker does not hold: the blocks
+                    // cannot be placed, so (as Dynamo does) the event is dropped.
                     self.rejected_events.add(1);
                     return;
                 }
@@ -85,7 +91,14 @@ impl Engine {
                     }
                 };
                 let seq = chain.next(b.tokens_hash);
-                Some((Block { local: b.tokens_hash, seq, claim }, b.block_hash))
+                Some((
+                    Block {
+                        local: b.tokens_hash,
+                        seq,
+                        claim,
+                    },
+                    b.block_hash,
+                ))
             })
             .collect();
         for (block, engine_hash) in &blocks {
@@ -98,22 +111,29 @@ impl Engine {
             .upsert_chain(slot, parent, blocks.iter().map(|b| b.0), &guard);
         self.workers.adjust_entries(slot, added as i64);
         for (block, _) in blocks.iter().filter(|b| !b.0.claim.exact) {
-            self.schedule_walk(slot, block.seq, block.claim.expiry, &guard);
+            self.schedule_walk(slot, block.seq, block.claim.expiry, Span::Block, &guard);
         }
         self.enforce_caps(slot, added, &guard);
         self.workers.end_write(slot, write);
     }
 
-    /// A walk of `slot`'s claims from `leaf` up at `expiry` that comes from the past (a
-    /// replayed or restored claim, or what a removal left above its gap): a timer, and
-    /// with caps a log entry in expiry order.
-    pub(super) fn schedule_walk(&self, slot: Slot, leaf: SequenceHash, expiry: u64, guard: &epoch::Guard) {
+    /// A walk of `slot`'s claims from `leaf` at `expiry` that comes from the past: a
+    /// timer, and with caps a log entry in expiry order that evicts `span` (the block of a
+    /// replayed or restored claim, or the path above a removal's gap).
+    pub(super) fn schedule_walk(
+        &self,
+        slot: Slot,
+        leaf: SequenceHash,
+        expiry: u64,
+        span: Span,
+        guard: &epoch::Guard,
+    ) {
         if let Some(timers) = self.timers() {
             timers.schedule(expiry, Timer { leaf, slot });
         }
         if self.caps.any() {
             self.workers.note_expiry(slot, expiry);
-            self.log(slot, expiry, leaf, true, guard);
+            self.log(slot, (leaf, expiry, span), true, guard);
         }
     }
 
@@ -130,7 +150,17 @@ impl Engine {
         let (removed, anchors) = self.tree.remove_entries(slot, blocks.into_iter(), &guard);
         self.workers.adjust_entries(slot, -(removed as i64));
         for anchor in anchors {
-            self.schedule_walk(slot, anchor.leaf, anchor.expiry, &guard);
+            self.schedule_walk(slot, anchor.leaf, anchor.expiry, Span::Path, &guard);
         }
     }
+}
+
+/// Whether an event with a parent speaks this index's hashes: its first block's hash is
+/// the sequence hash chained from the parent by the block's tokens hash (a replayed dump,
+/// or an engine that hashes as Dynamo does). Its parent is then a sequence hash, and the
+/// blocks go where it says even if the worker no longer holds the parent.
+fn in_our_hashes(parent: SequenceHash, data: &KvCacheStoreData) -> bool {
+    data.blocks
+        .first()
+        .is_some_and(|b| SeqChain::after(Some(parent)).next(b.tokens_hash) == b.block_hash)
 }

@@ -22,7 +22,7 @@ use crate::config::Builder;
 use crate::expiry::{Expiry, Timer};
 use crate::scores::OverlapScores;
 use crate::stats::{IndexStats, StripedCounter};
-use crate::tree::{ReadAt, Tree};
+use crate::tree::{ReadAt, Span, Tree};
 use crate::workers::{Slot, Workers, Write};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
@@ -170,45 +170,32 @@ impl Engine {
             timers.schedule(expiry, Timer { leaf, slot });
         }
         if self.caps.any() {
-            self.log(slot, expiry, leaf, false, &guard);
+            self.log(slot, (leaf, expiry, Span::Path), false, &guard);
             self.enforce_caps(slot, added, &guard);
         }
         self.workers.end_write(slot, Write::Approx);
         self.help_sweep(now, added);
     }
 
-    /// Logs a decision of `slot` for eviction: appended if just recorded, inserted in
-    /// expiry order if it comes from the past (`sorted`: restores, replays, re-anchors).
-    fn log(&self, slot: Slot, expiry: u64, leaf: SequenceHash, sorted: bool, guard: &epoch::Guard) {
+    /// Logs a walk of `slot` for eviction: appended if just recorded, inserted in expiry
+    /// order if it comes from the past (`sorted`: restores, replays, re-anchors).
+    fn log(&self, slot: Slot, walk: (SequenceHash, u64, Span), sorted: bool, guard: &epoch::Guard) {
+        let (leaf, expiry, span) = walk;
         let decision = Decision {
             slot,
             generation: self.workers.generation(slot),
+            span,
             expiry,
             leaf,
         };
-        let evictor = self.evictor(guard);
-        let put = |log: &DecisionLog| {
-            if sorted {
-                log.insert(decision)
-            } else {
-                log.push(decision)
-            }
-        };
-        if let Some(log) = self.workers.log(slot) {
-            let len = put(log);
-            evictor.compact_if_long(log, len, self.workers.entries(slot));
-        }
-        if let Some(log) = &self.global_log {
-            let len = put(log);
-            let total = self.workers.tracked_total().unwrap_or(0);
-            evictor.compact_if_long(log, len, total);
-        }
+        self.evictor(guard).log(decision, sorted);
     }
 
     fn evictor<'a>(&'a self, guard: &'a epoch::Guard) -> Evictor<'a> {
         Evictor {
             tree: &self.tree,
             workers: &self.workers,
+            global: self.global_log.as_ref(),
             timers: self.timers(),
             guard,
         }
@@ -227,8 +214,8 @@ impl Engine {
         if let Some(cap) = self.caps.per_worker {
             evicted += evictor.evict_worker(slot, cap, quota);
         }
-        if let (Some(cap), Some(log)) = (self.caps.total, &self.global_log) {
-            evicted += evictor.evict_total(log, cap, quota - evicted);
+        if let Some(cap) = self.caps.total {
+            evicted += evictor.evict_total(cap, quota - evicted);
         }
         self.evictions.add(evicted as u64);
     }

@@ -8,8 +8,8 @@ use crossbeam_epoch as epoch;
 use super::Engine;
 use crate::clock::nanos;
 use crate::tree::claim::Claim;
-use crate::tree::LiveEntry;
-use crate::workers::Write;
+use crate::tree::{LiveEntry, Span};
+use crate::workers::{Slot, Write};
 use crate::{Snapshot, SnapshotEntry, SnapshotError, WorkerKey};
 
 impl Engine {
@@ -50,14 +50,21 @@ impl Engine {
         }
         let now = self.now();
         let guard = epoch::pin();
-        let mut added_per_slot = std::collections::BTreeMap::new();
+        // Entries added per slot, in order of first appearance (caps are enforced per slot
+        // in that order once everything is back).
+        let mut added_per_slot: Vec<(Slot, usize)> = Vec::new();
+        let mut position: std::collections::HashMap<Slot, usize> = Default::default();
         // Parents first (the snapshot's order): among equal expiries, log inserts put the
         // later-inserted (deeper) claim first.
         let mut entries: Vec<&SnapshotEntry> = snapshot.entries.iter().collect();
         entries.sort_by_key(|e| e.depth);
         for e in entries {
             let ttl_left = nanos(e.ttl_left).min(self.ttl_nanos);
-            let expiry = if ttl_left == 0 { 0 } else { now.saturating_add(ttl_left) };
+            let expiry = if ttl_left == 0 {
+                0
+            } else {
+                now.saturating_add(ttl_left)
+            };
             let claim = Claim {
                 exact: e.exact,
                 expiry,
@@ -84,10 +91,14 @@ impl Engine {
             let added = self.tree.restore_entry(slot, &row, claim, &guard);
             self.workers.adjust_entries(slot, i64::from(added));
             if expiry != 0 {
-                self.schedule_walk(slot, e.block, expiry, &guard);
+                self.schedule_walk(slot, e.block, expiry, Span::Block, &guard);
             }
             self.workers.end_write(slot, write);
-            *added_per_slot.entry(slot).or_insert(0) += usize::from(added);
+            let at = *position.entry(slot).or_insert_with(|| {
+                added_per_slot.push((slot, 0));
+                added_per_slot.len() - 1
+            });
+            added_per_slot[at].1 += usize::from(added);
         }
         for (slot, added) in added_per_slot {
             self.enforce_caps(slot, added, &guard);

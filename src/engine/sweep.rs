@@ -10,6 +10,7 @@ use crossbeam_epoch as epoch;
 
 use super::Engine;
 use crate::expiry::Timer;
+use crate::tree::Span;
 use crate::workers::Slot;
 
 /// Due timers taken from the wheel at a time.
@@ -101,9 +102,9 @@ impl Engine {
             // A timer another sweeper found due may be walked by a thread whose clock
             // reading is a little older: the deadline has passed all the same.
             let threshold = now.max(deadline);
-            let walked = self
-                .tree
-                .walk(leaf, slot, threshold, alive, usize::MAX, &guard);
+            let walked =
+                self.tree
+                    .walk(leaf, slot, threshold, alive, usize::MAX, Span::Path, &guard);
             if walked.removed > 0 {
                 self.workers.adjust_entries(slot, -(walked.removed as i64));
                 freed += walked.removed;

@@ -76,9 +76,11 @@ impl Expiry {
         while let Some((deadline, timer)) = self.inbox.pop() {
             wheel.schedule(deadline, timer);
         }
-        if ready.is_empty() {
-            wheel.advance(now_nanos, |deadline, timer| ready.push_back((deadline, timer)));
-        }
+        // Always advance: a batch left by a sweep that read an older clock must not hide
+        // what became due since.
+        wheel.advance(now_nanos, |deadline, timer| {
+            ready.push_back((deadline, timer))
+        });
         for _ in 0..max {
             let Some((deadline, timer)) = ready.pop_front() else {
                 break;

@@ -71,7 +71,13 @@ mod tests {
         assert!(Claim::approx(u64::MAX).live(u64::MAX - 1));
         assert!(!Claim::approx(u64::MAX).live(u64::MAX));
         let both = Claim::EXACT.merged(Claim::approx(9));
-        assert_eq!(both, Claim { exact: true, expiry: 9 });
+        assert_eq!(
+            both,
+            Claim {
+                exact: true,
+                expiry: 9
+            }
+        );
         assert_eq!(Claim::approx(9).merged(Claim::approx(5)), Claim::approx(9));
         assert!(Claim::default().is_none() && !Claim::approx(1).is_none());
     }

@@ -101,6 +101,8 @@ impl Tree {
         guard: &Guard,
     ) -> bool {
         self.not_nested();
-        self.upsert_locked(slot, row.seq, row.parent, row.local, row.depth, claim, guard)
+        self.upsert_locked(
+            slot, row.seq, row.parent, row.local, row.depth, claim, guard,
+        )
     }
 }

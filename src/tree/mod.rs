@@ -121,7 +121,13 @@ impl Tree {
     }
 
     /// Whether `slot` holds the block `seq` live at `now`.
-    pub(crate) fn holds_live(&self, seq: SequenceHash, slot: Slot, now: u64, guard: &Guard) -> bool {
+    pub(crate) fn holds_live(
+        &self,
+        seq: SequenceHash,
+        slot: Slot,
+        now: u64,
+        guard: &Guard,
+    ) -> bool {
         self.claim_of(seq, slot, guard).is_some_and(|c| c.live(now))
     }
 
@@ -154,7 +160,15 @@ impl Tree {
                 };
             if !done {
                 let parent_hash = parent.unwrap_or_default();
-                added += usize::from(self.upsert_locked(slot, seq, parent_hash, local, depth, claim, guard));
+                added += usize::from(self.upsert_locked(
+                    slot,
+                    seq,
+                    parent_hash,
+                    local,
+                    depth,
+                    claim,
+                    guard,
+                ));
             }
             parent = Some(seq);
             depth = depth.saturating_add(1);
@@ -234,7 +248,8 @@ impl Tree {
     /// `threshold` or absent, where the slot holds no entry, or whose node is gone: see
     /// `docs/design.md` ("One timer per decision") for why everything above is covered by
     /// another pending walk. Also stops once `budget` entries are removed, returning the
-    /// block to resume from.
+    /// block to resume from, and after the first block if `span` is [`Span::Block`].
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn walk(
         &self,
         leaf: SequenceHash,
@@ -242,6 +257,7 @@ impl Tree {
         threshold: u64,
         slot_alive: bool,
         budget: usize,
+        span: Span,
         guard: &Guard,
     ) -> Walked {
         let mut removed = 0;
@@ -257,16 +273,15 @@ impl Tree {
                 break;
             };
             let (parent, depth) = (entry.get().parent, entry.get().depth);
-            let outcome = entry.get_mut().settle(
-                slot,
-                |c| walk_decision(c, threshold, slot_alive),
-                guard,
-            );
+            let outcome =
+                entry
+                    .get_mut()
+                    .settle(slot, |c| walk_decision(c, threshold, slot_alive), guard);
             if matches!(outcome, Outcome::Absent | Outcome::Kept) {
                 break;
             }
             removed += finish_removal(entry, outcome);
-            if depth == 0 {
+            if depth == 0 || span == Span::Block {
                 break;
             }
             key = parent.0;
@@ -303,7 +318,10 @@ impl Tree {
 }
 
 /// Unlinks the node if `outcome` emptied it; returns the entries removed (0 or 1).
-fn finish_removal(entry: dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>, outcome: Outcome) -> usize {
+fn finish_removal(
+    entry: dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>,
+    outcome: Outcome,
+) -> usize {
     match outcome {
         Outcome::Removed { last: true, .. } => {
             entry.remove();
@@ -312,6 +330,16 @@ fn finish_removal(entry: dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>, o
         Outcome::Removed { last: false, .. } => 1,
         Outcome::Absent | Outcome::Kept | Outcome::Cleared => 0,
     }
+}
+
+/// How far a walk may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// From the leaf up, as far as the stop rules allow (a decision's walk).
+    Path,
+    /// The leaf only (a restored or replayed claim: its ancestors have walks of their own,
+    /// and may carry an equal expiry while other children still need them).
+    Block,
 }
 
 /// The result of [`Tree::walk`].

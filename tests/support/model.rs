@@ -1,44 +1,64 @@
 //! The sequential reference model: the obvious, slow implementation of the index's contract.
 //!
 //! Shared by the property tests (`mod support;`) and the differential fuzz target
-//! (`#[path]`). Time is the index clock in nanoseconds, passed in by the caller. Caps
-//! (`max_entries`, `max_blocks_per_worker`) are not modelled.
+//! (`#[path]`). Time is the index clock in nanoseconds, passed in by the caller.
 //!
-//! # Contract modelled exactly
-//! - State: for each (worker registration, sequence hash), an *exact* flag and an
-//!   *approximate* expiry.
-//! - `record(now, w, seq)`: each block's expiry becomes `max(old, now + ttl)` (saturating).
-//!   An empty prompt records nothing and does not register the worker.
-//! - `stored(w, seq)` (a KV `Stored` event): the blocks are held exactly, with no TTL; the
-//!   worker is registered even if there are no blocks.
-//! - `removed(w, seq)` (a KV `Removed` event): the worker's claims on the blocks, exact and
-//!   approximate, end.
-//! - An entry is *live* at `now` if exact or `now < expiry`.
+//! # Contract modelled
+//! - State: for each (worker registration, sequence hash) an *entry*: an *exact* flag and
+//!   an *approximate* expiry (0: none). A TTL of [`NEVER`] or more means never: approximate
+//!   claims are then always live.
+//! - `record(now, w, seq)`: each block's expiry becomes `max(old, e)` with `e = now + ttl`
+//!   (saturating at `u64::MAX`); with a cap, `e` is also made later than any expiry the
+//!   registration got before (decisions are ordered by age even on a still clock). An
+//!   empty prompt records nothing and does not register the worker.
+//! - `stored(w, parent, blocks)` (a KV `Stored` event): the parent, if any, is resolved for
+//!   the worker: the block its engine called so in an earlier event, else the block with
+//!   that sequence hash if the worker holds it live or if the event speaks this index's
+//!   hashes (its first block's hash is the chain of the parent and its tokens hash); an
+//!   unresolvable parent drops the event.
+//!   Blocks are placed at the sequence hashes chained from the resolved parent by their
+//!   tokens hashes, whatever the engine's hashes are. A block with no `expires_in` is held
+//!   exactly; one with `expires_in` gets an approximate claim that long (at most the TTL).
+//! - `removed(w, hashes)` (a KV `Removed` event): each hash is translated as above (the
+//!   engine's name forgotten), and the worker's entry there is removed, both claims.
+//! - An entry is *live* at `now` if exact or `now < expiry` (always, for never-TTLs).
 //! - `scores(now, local)`: for each registered worker, the length of the leading run of
 //!   the query's sequence hashes it holds live; workers with a run of 0 are absent.
-//! - `remove_worker(w)` (and a `Cleared` event): the worker's entries are gone; recording
-//!   it again starts a new registration.
+//! - `remove_worker(w)` (and a `Cleared` event): the worker's entries read as absent;
+//!   recording it again starts a new registration.
 //!
-//! # Bounds only: `tree_sizes` and `stats().entries`
-//! These count entries *stored and not yet reclaimed*, which depends on where the
-//! sweeper's walks stop (a walk for a removed worker also frees its unexpired entries on
-//! its path). Reproducing that would copy the implementation, so the model keeps every
-//! entry that no sweep has surely reclaimed, and gives bounds:
-//! - lower: live entries of registered workers (nothing reclaims those);
-//! - upper: the entries kept. A sweep at `now` surely reclaims: every non-exact entry
-//!   whose latest expiry is at or before `now` (`sweep_expired`'s contract), and every
-//!   entry of a removed registration that had exact entries or whose TTL is "never"
-//!   (those are purged, since no timer leads to them).
-//!
-//! After a sweep with every worker removed and the clock past every expiry, the upper
-//! bound is 0, so the index must be empty.
+//! # Reclamation and caps, exactly
+//! Entries stay stored until a sweep or an eviction frees them, and the caps count stored
+//! entries, so the model keeps what the index keeps:
+//! - each node (sequence hash held by anyone) knows the parent and depth it was created
+//!   with; a *walk* of a registration from a block at a threshold goes up parent links and
+//!   removes the registration's entries whose approximate expiry is at or before the
+//!   threshold (an exact entry only loses its approximate claim), all of them if the
+//!   registration was removed; it stops at a block where the registration holds nothing, or
+//!   nothing approximate, or a later expiry, and at the root;
+//! - every approximate claim schedules a walk (a *timer*) at its expiry: a decision from its
+//!   leaf; a restored or replayed claim from its block; a claim removed by an event from the
+//!   removed block's parent (the walks of the decisions behind it stop at the gap);
+//! - a sweep at `now` first purges removed registrations that had exact entries (or all,
+//!   for never-TTLs), then runs every timer due by `now` (at threshold `now`), then drops
+//!   logged decisions whose expiry passed;
+//! - caps: every decision (and every scheduled walk from the past) is logged per
+//!   registration (per-worker cap) and index-wide (global cap) in expiry order: decisions
+//!   just recorded after equal expiries, others before. After a write that added `n`
+//!   entries, while the worker (then the index) is over its cap and fewer than `2n` entries
+//!   were evicted, the oldest logged decision is walked at its own expiry with a budget of
+//!   the excess; what a budget cut off is logged again from where the walk stopped, in
+//!   both logs in expiry order (and gets a timer). The log entry of a restored or replayed
+//!   claim evicts that block only (its ancestors have entries of their own, and may carry
+//!   an equal expiry while other children still need them).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use approx_kv_index::{compute_seq_hashes, LocalBlockHash, SequenceHash, WorkerId};
+use approx_kv_index::{compute_seq_hashes, LocalBlockHash, SequenceHash, WorkerId, XXH3_SEED};
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-/// TTLs from here on (about 146 years) mean "never" (the index keeps no timers).
+/// TTLs from here on (about 146 years) mean "never".
 pub const NEVER: u64 = 1 << 62;
 
 /// A duration in the index's clock unit (nanoseconds, saturating).
@@ -46,47 +66,121 @@ pub fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A snapshot as the model sees it: (worker, sequence hash, exact, TTL left in ns).
-pub type SnapshotRows = Vec<(WorkerId, u64, bool, u64)>;
+/// The sequence hash of block `local` after `parent` (Dynamo's chain).
+pub fn chain_next(parent: Option<u64>, local: LocalBlockHash) -> u64 {
+    match parent {
+        None => local.0,
+        Some(p) => {
+            let bytes = [p.to_le_bytes(), local.0.to_le_bytes()].concat();
+            xxh3_64_with_seed(&bytes, XXH3_SEED)
+        }
+    }
+}
 
-/// One (registration, block) entry.
-#[derive(Debug, Clone, Copy, Default)]
-struct Entry {
+/// A snapshot row as the model sees it: (worker, sequence hash, parent, depth, tokens
+/// hash, exact, TTL left in ns). The parent is 0 at depth 0.
+pub type SnapshotRow = (WorkerId, u64, u64, u32, u64, bool, u64);
+/// A whole snapshot.
+pub type SnapshotRows = Vec<SnapshotRow>;
+
+/// One block of a `Stored` event: tokens hash, the engine's block hash, TTL left (`None`:
+/// exact).
+pub type StoredBlock = (LocalBlockHash, u64, Option<u64>);
+
+type Reg = u64;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Claim {
     exact: bool,
-    /// The approximate claim's expiry; 0 once a `Removed` event ended it.
     expiry: u64,
-    /// The latest approximate expiry ever recorded: when a sweep must have freed it.
-    until: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    parent: Option<u64>,
+    depth: u32,
+    local: u64,
+    holders: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Decision {
+    reg: Reg,
+    expiry: u64,
+    leaf: u64,
+    /// Evicts the leaf's block only (a restored or replayed claim).
+    single: bool,
 }
 
 /// The reference model of one index.
 #[derive(Debug, Clone)]
 pub struct Model {
     ttl: u64,
+    never: bool,
+    per_worker: Option<usize>,
+    total: Option<usize>,
     /// Registered workers and their current registration number.
-    registration: HashMap<WorkerId, u64>,
-    next_registration: u64,
-    /// Registrations that ever had an exact entry.
-    had_exact: HashSet<u64>,
-    /// (registration, sequence hash) -> entry, for entries not surely reclaimed.
-    stored: HashMap<(u64, u64), Entry>,
+    registration: HashMap<WorkerId, Reg>,
+    next_registration: Reg,
+    had_exact: HashSet<Reg>,
+    to_purge: Vec<Reg>,
+    entries: HashMap<(Reg, u64), Claim>,
+    nodes: HashMap<u64, Node>,
+    engine: HashMap<(Reg, u64), u64>,
+    last_expiry: HashMap<Reg, u64>,
+    slot_logs: HashMap<Reg, VecDeque<Decision>>,
+    global_log: VecDeque<Decision>,
+    /// (deadline, registration, leaf).
+    timers: Vec<(u64, Reg, u64)>,
+    evictions: u64,
 }
 
 impl Model {
-    /// A model of an index with this TTL. TTLs of [`NEVER`] or more are taken as
-    /// `NEVER`: entries then outlive any clock the tests use, and the dump's remaining
-    /// times count down from it.
+    /// A model of an uncapped index with this TTL.
     pub fn new(ttl: Duration) -> Self {
+        Self::with_caps(ttl, None, None)
+    }
+
+    /// A model of an index with these caps.
+    pub fn with_caps(ttl: Duration, per_worker: Option<usize>, total: Option<usize>) -> Self {
+        let ttl = nanos(ttl).clamp(1, NEVER);
         Self {
-            ttl: nanos(ttl).min(NEVER),
+            ttl,
+            never: ttl >= NEVER,
+            per_worker,
+            total,
             registration: HashMap::new(),
             next_registration: 0,
             had_exact: HashSet::new(),
-            stored: HashMap::new(),
+            to_purge: Vec::new(),
+            entries: HashMap::new(),
+            nodes: HashMap::new(),
+            engine: HashMap::new(),
+            last_expiry: HashMap::new(),
+            slot_logs: HashMap::new(),
+            global_log: VecDeque::new(),
+            timers: Vec::new(),
+            evictions: 0,
         }
     }
 
-    fn register(&mut self, worker: WorkerId) -> u64 {
+    fn caps(&self) -> bool {
+        self.per_worker.is_some() || self.total.is_some()
+    }
+
+    fn read_time(&self, now: u64) -> u64 {
+        if self.never {
+            0
+        } else {
+            now
+        }
+    }
+
+    fn live(&self, claim: Claim, now: u64) -> bool {
+        claim.exact || claim.expiry > self.read_time(now)
+    }
+
+    fn register(&mut self, worker: WorkerId) -> Reg {
         if let Some(&reg) = self.registration.get(&worker) {
             return reg;
         }
@@ -95,103 +189,457 @@ impl Model {
         self.next_registration
     }
 
-    /// `worker` was chosen at `now` for a prompt with these sequence hashes.
-    pub fn record(&mut self, now: u64, worker: WorkerId, seq: &[SequenceHash]) {
-        if seq.is_empty() {
+    fn alive(&self, reg: Reg) -> bool {
+        self.registration.values().any(|&r| r == reg)
+    }
+
+    fn expiry_for(&mut self, reg: Reg, now: u64, ttl: u64) -> u64 {
+        let mut expiry = now.saturating_add(ttl);
+        if self.caps() {
+            let last = self.last_expiry.entry(reg).or_default();
+            expiry = expiry.max(last.saturating_add(1));
+            *last = expiry;
+        }
+        expiry
+    }
+
+    /// Raises or adds `reg`'s claims on a chain continuing `parent`. Returns entries added.
+    fn upsert_chain(
+        &mut self,
+        reg: Reg,
+        parent: Option<u64>,
+        blocks: &[(u64, u64, Claim)],
+    ) -> usize {
+        let mut depth = parent.map_or(0, |p| self.nodes.get(&p).map_or(1, |n| n.depth + 1));
+        let mut parent = parent;
+        let mut added = 0;
+        for &(seq, local, claim) in blocks {
+            added += usize::from(self.upsert(reg, seq, local, parent, depth, claim));
+            parent = Some(seq);
+            depth += 1;
+        }
+        added
+    }
+
+    /// Raises or adds one entry, creating its node with `parent` and `depth` if missing.
+    fn upsert(
+        &mut self,
+        reg: Reg,
+        seq: u64,
+        local: u64,
+        parent: Option<u64>,
+        depth: u32,
+        claim: Claim,
+    ) -> bool {
+        if let Some(e) = self.entries.get_mut(&(reg, seq)) {
+            e.exact |= claim.exact;
+            e.expiry = e.expiry.max(claim.expiry);
+            return false;
+        }
+        self.entries.insert((reg, seq), claim);
+        self.nodes
+            .entry(seq)
+            .or_insert(Node {
+                parent: if depth == 0 { None } else { parent },
+                depth,
+                local,
+                holders: 0,
+            })
+            .holders += 1;
+        true
+    }
+
+    fn remove_entry(&mut self, reg: Reg, seq: u64) -> Option<Claim> {
+        let claim = self.entries.remove(&(reg, seq))?;
+        let node = self.nodes.get_mut(&seq).expect("an entry's node exists");
+        node.holders -= 1;
+        if node.holders == 0 {
+            self.nodes.remove(&seq);
+        }
+        Some(claim)
+    }
+
+    /// The index's walk (of the leaf's block only if `single`). Returns the entries
+    /// removed and where a budget stopped it.
+    fn walk(
+        &mut self,
+        reg: Reg,
+        leaf: u64,
+        threshold: u64,
+        budget: usize,
+        single: bool,
+    ) -> (usize, Option<u64>) {
+        let alive = self.alive(reg);
+        let (mut key, mut removed) = (leaf, 0);
+        loop {
+            if removed >= budget {
+                return (removed, Some(key));
+            }
+            let Some(&node) = self.nodes.get(&key) else {
+                break;
+            };
+            let Some(claim) = self.entries.get_mut(&(reg, key)) else {
+                break;
+            };
+            if alive && (claim.expiry == 0 || claim.expiry > threshold) {
+                break;
+            }
+            if alive && claim.exact {
+                claim.expiry = 0;
+            } else {
+                self.remove_entry(reg, key);
+                removed += 1;
+            }
+            match node.parent {
+                Some(p) if node.depth > 0 && !single => key = p,
+                _ => break,
+            }
+        }
+        (removed, None)
+    }
+
+    fn log(&mut self, decision: Decision, sorted: bool) {
+        let put = |log: &mut VecDeque<Decision>| {
+            let at = if sorted {
+                log.partition_point(|x| x.expiry < decision.expiry)
+            } else {
+                log.partition_point(|x| x.expiry <= decision.expiry)
+            };
+            log.insert(at, decision);
+        };
+        if self.per_worker.is_some() {
+            put(self.slot_logs.entry(decision.reg).or_default());
+        }
+        if self.total.is_some() {
+            put(&mut self.global_log);
+        }
+    }
+
+    /// A walk from the past: a timer, and with caps a log entry in expiry order (for
+    /// the leaf's block only if `single`).
+    fn schedule_walk(&mut self, reg: Reg, leaf: u64, expiry: u64, single: bool) {
+        if !self.never {
+            self.timers.push((expiry, reg, leaf));
+        }
+        if self.caps() {
+            let last = self.last_expiry.entry(reg).or_default();
+            *last = (*last).max(expiry);
+            let decision = Decision {
+                reg,
+                expiry,
+                leaf,
+                single,
+            };
+            self.log(decision, true);
+        }
+    }
+
+    fn count(&self, reg: Reg) -> usize {
+        self.entries.keys().filter(|(r, _)| *r == reg).count()
+    }
+
+    fn enforce(&mut self, reg: Reg, added: usize) {
+        if added == 0 {
             return;
         }
-        let reg = self.register(worker);
-        let expiry = now + self.ttl; // now < 2^62 in every test
-        for s in seq {
-            let e = self.stored.entry((reg, s.0)).or_default();
-            e.expiry = e.expiry.max(expiry);
-            e.until = e.until.max(expiry);
+        let quota = 2 * added;
+        let mut evicted = 0;
+        if let Some(cap) = self.per_worker {
+            evicted += self.evict(Some(reg), quota, cap);
+        }
+        if let Some(cap) = self.total {
+            evicted += self.evict(None, quota - evicted, cap);
+        }
+        self.evictions += evicted as u64;
+    }
+
+    /// Evicts from `reg`'s log (`None`: the global log) while over `cap`.
+    fn evict(&mut self, reg: Option<Reg>, quota: usize, cap: usize) -> usize {
+        let mut evicted = 0;
+        loop {
+            let held = match reg {
+                Some(r) => self.count(r),
+                None => self.entries.len(),
+            };
+            let excess = held.saturating_sub(cap).min(quota - evicted);
+            if excess == 0 {
+                return evicted;
+            }
+            let log = match reg {
+                Some(r) => self.slot_logs.entry(r).or_default(),
+                None => &mut self.global_log,
+            };
+            let Some(d) = log.pop_front() else {
+                return evicted;
+            };
+            let (removed, resume) = self.walk(d.reg, d.leaf, d.expiry, excess, d.single);
+            if let (Some(rest), false) = (resume, d.single) {
+                self.log(Decision { leaf: rest, ..d }, true);
+                if !self.never {
+                    self.timers.push((d.expiry, d.reg, rest));
+                }
+            }
+            evicted += removed;
         }
     }
 
-    /// A `Stored` KV event: `worker` holds these blocks exactly.
-    pub fn stored(&mut self, worker: WorkerId, seq: &[SequenceHash]) {
+    /// `worker` was chosen at `now` for a prompt with these local and sequence hashes
+    /// (of the same length).
+    pub fn record(
+        &mut self,
+        now: u64,
+        worker: WorkerId,
+        local: &[LocalBlockHash],
+        seq: &[SequenceHash],
+    ) {
+        let Some(leaf) = seq.last() else {
+            return;
+        };
         let reg = self.register(worker);
-        self.had_exact.insert(reg);
-        for s in seq {
-            self.stored.entry((reg, s.0)).or_default().exact = true;
+        let expiry = self.expiry_for(reg, now, self.ttl);
+        let claim = Claim {
+            exact: false,
+            expiry,
+        };
+        let blocks: Vec<_> = seq
+            .iter()
+            .zip(local)
+            .map(|(s, l)| (s.0, l.0, claim))
+            .collect();
+        let added = self.upsert_chain(reg, None, &blocks);
+        if !self.never {
+            self.timers.push((expiry, reg, leaf.0));
+        }
+        if self.caps() {
+            let decision = Decision {
+                reg,
+                expiry,
+                leaf: leaf.0,
+                single: false,
+            };
+            self.log(decision, false);
+            self.enforce(reg, added);
         }
     }
 
-    /// A `Removed` KV event: `worker`'s claims on these blocks end.
-    pub fn removed(&mut self, worker: WorkerId, seq: &[SequenceHash]) {
+    /// The block `hash` names for `reg` in an event (see the module docs).
+    fn resolve(&self, reg: Reg, hash: u64, now: u64) -> Option<u64> {
+        if let Some(&ours) = self.engine.get(&(reg, hash)) {
+            return Some(ours);
+        }
+        let held = self.entries.get(&(reg, hash))?;
+        self.live(*held, now).then_some(hash)
+    }
+
+    /// A `Stored` KV event at `now`. Returns false if it was dropped (unknown parent).
+    pub fn stored(
+        &mut self,
+        now: u64,
+        worker: WorkerId,
+        parent: Option<u64>,
+        blocks: &[StoredBlock],
+    ) -> bool {
+        let parent = match parent {
+            None => None,
+            Some(hash) => {
+                let in_our_hashes = blocks
+                    .first()
+                    .is_some_and(|&(local, engine, _)| chain_next(Some(hash), local) == engine);
+                let resolved = self
+                    .registration
+                    .get(&worker)
+                    .and_then(|&reg| self.resolve(reg, hash, now))
+                    .or(in_our_hashes.then_some(hash));
+                if resolved.is_none() {
+                    return false;
+                }
+                resolved
+            }
+        };
+        let reg = self.register(worker);
+        if blocks.iter().any(|b| b.2.is_none()) {
+            self.had_exact.insert(reg);
+        }
+        let mut prev = parent;
+        let mut placed = Vec::new();
+        for &(local, engine, left) in blocks {
+            let claim = match left {
+                None => Claim {
+                    exact: true,
+                    expiry: 0,
+                },
+                Some(0) => break,
+                Some(left) => Claim {
+                    exact: false,
+                    expiry: now.saturating_add(left.min(self.ttl)),
+                },
+            };
+            let seq = chain_next(prev, local);
+            prev = Some(seq);
+            if claim.exact && engine != seq {
+                self.engine.insert((reg, engine), seq);
+            }
+            placed.push((seq, local.0, claim));
+        }
+        let added = self.upsert_chain(reg, parent, &placed);
+        for &(seq, _, claim) in &placed {
+            if !claim.exact {
+                self.schedule_walk(reg, seq, claim.expiry, true);
+            }
+        }
+        self.enforce(reg, added);
+        true
+    }
+
+    /// A `Removed` KV event: `worker`'s entries on these blocks are removed.
+    pub fn removed(&mut self, worker: WorkerId, hashes: &[SequenceHash]) {
         let Some(&reg) = self.registration.get(&worker) else {
             return;
         };
-        for s in seq {
-            if let Some(e) = self.stored.get_mut(&(reg, s.0)) {
-                (e.exact, e.expiry) = (false, 0);
-                if e.until == 0 {
-                    self.stored.remove(&(reg, s.0));
+        let blocks: Vec<u64> = hashes
+            .iter()
+            .map(|h| self.engine.remove(&(reg, h.0)).unwrap_or(h.0))
+            .collect();
+        let mut anchors = Vec::new();
+        for seq in blocks {
+            let Some(node) = self.nodes.get(&seq).copied() else {
+                continue;
+            };
+            if let Some(claim) = self.remove_entry(reg, seq) {
+                if let (true, Some(parent)) = (claim.expiry != 0 && node.depth > 0, node.parent) {
+                    anchors.push((parent, claim.expiry));
                 }
             }
+        }
+        for (leaf, expiry) in anchors {
+            self.schedule_walk(reg, leaf, expiry, false);
         }
     }
 
     /// Forgets `worker` (unknown workers are ignored).
     pub fn remove_worker(&mut self, worker: WorkerId) {
-        self.registration.remove(&worker);
-    }
-
-    /// A fresh index restored at `now` from a snapshot of this one taken at `now`.
-    pub fn restored(&self, now: u64) -> Self {
-        let mut out = Model::new(Duration::from_nanos(self.ttl));
-        out.restore(now, &self.snapshot(now));
-        out
-    }
-
-    /// The live entries at `now` as a snapshot holds them: (worker, sequence hash,
-    /// exact, TTL left).
-    pub fn snapshot(&self, now: u64) -> SnapshotRows {
-        self.registered()
-            .filter(|(_, e)| e.exact || e.expiry > now)
-            .map(|((w, seq), e)| (w, seq, e.exact, e.expiry.saturating_sub(now)))
-            .collect()
-    }
-
-    /// `restore` at `now` of a snapshot (from [`snapshot`](Self::snapshot)) into this
-    /// index: each entry is merged with what is held, its TTL left counted from `now`.
-    pub fn restore(&mut self, now: u64, snapshot: &[(WorkerId, u64, bool, u64)]) {
-        for &(worker, seq, exact, left) in snapshot {
-            let reg = self.register(worker);
-            let e = self.stored.entry((reg, seq)).or_default();
-            e.exact |= exact;
-            if left > 0 {
-                e.expiry = e.expiry.max(now + left);
-                e.until = e.until.max(now + left);
-            }
-            if exact {
-                self.had_exact.insert(reg);
+        if let Some(reg) = self.registration.remove(&worker) {
+            if self.never || self.had_exact.contains(&reg) {
+                self.to_purge.push(reg);
             }
         }
     }
 
-    /// A sweep at `now`: drops what it surely reclaims (see the module docs).
-    pub fn sweep(&mut self, now: u64) {
-        let alive: HashSet<u64> = self.registration.values().copied().collect();
-        let never = self.ttl >= NEVER;
-        let purged = |reg: &u64| !alive.contains(reg) && (never || self.had_exact.contains(reg));
-        self.stored
-            .retain(|(reg, _), e| !purged(reg) && (e.exact || e.until > now));
+    /// A fresh index restored at `now` from a snapshot of this one taken at `now`.
+    pub fn restored(&self, now: u64) -> Self {
+        let mut out = Model::with_caps(Duration::from_nanos(self.ttl), self.per_worker, self.total);
+        out.restore(now, &self.snapshot(now));
+        out
+    }
+
+    /// The live entries at `now` as a snapshot holds them, in the snapshot's order
+    /// (depth, worker, block).
+    pub fn snapshot(&self, now: u64) -> SnapshotRows {
+        let mut rows: SnapshotRows = self
+            .registered()
+            .filter(|(_, e)| self.live(*e, now))
+            .map(|((w, seq), e)| {
+                let node = self.nodes[&seq];
+                let parent = node.parent.unwrap_or(0);
+                let left = e.expiry.saturating_sub(now);
+                (w, seq, parent, node.depth, node.local, e.exact, left)
+            })
+            .collect();
+        rows.sort_unstable_by_key(|r| (r.3, r.0, r.1));
+        rows
+    }
+
+    /// A fresh index at `now` into which the dump of this one at `now` was replayed: each
+    /// live entry as a one-block `Stored` event (exact, or with its TTL left), parents
+    /// first.
+    pub fn replayed(&self, now: u64) -> Self {
+        let mut out = Model::with_caps(Duration::from_nanos(self.ttl), self.per_worker, self.total);
+        for (worker, seq, parent, depth, local, exact, left) in self.snapshot(now) {
+            let parent = (depth > 0).then_some(parent);
+            let block = (LocalBlockHash(local), seq, (!exact).then_some(left));
+            out.stored(now, worker, parent, &[block]);
+        }
+        out
+    }
+
+    /// `restore` at `now` of a snapshot (from [`snapshot`](Self::snapshot), in its order)
+    /// into this index: each entry is merged with what is held, its TTL left counted from
+    /// `now`; then caps are enforced per worker in order of first appearance.
+    pub fn restore(&mut self, now: u64, snapshot: &[SnapshotRow]) {
+        let mut rows = snapshot.to_vec();
+        rows.sort_by_key(|r| r.3);
+        let mut added_per_reg: Vec<(Reg, usize)> = Vec::new();
+        for (worker, seq, parent, depth, local, exact, left) in rows {
+            let left = left.min(self.ttl);
+            let expiry = if left == 0 {
+                0
+            } else {
+                now.saturating_add(left)
+            };
+            if !exact && expiry == 0 {
+                continue;
+            }
+            let reg = self.register(worker);
+            if exact {
+                self.had_exact.insert(reg);
+            }
+            let parent = (depth > 0).then_some(parent);
+            let added = self.upsert(reg, seq, local, parent, depth, Claim { exact, expiry });
+            if expiry != 0 {
+                self.schedule_walk(reg, seq, expiry, true);
+            }
+            match added_per_reg.iter_mut().find(|(r, _)| *r == reg) {
+                Some((_, n)) => *n += usize::from(added),
+                None => added_per_reg.push((reg, usize::from(added))),
+            }
+        }
+        for (reg, added) in added_per_reg {
+            self.enforce(reg, added);
+        }
+    }
+
+    /// A sweep at `now`. Returns the entries freed.
+    pub fn sweep(&mut self, now: u64) -> usize {
+        let before = self.entries.len();
+        for reg in std::mem::take(&mut self.to_purge) {
+            let held: Vec<u64> = self
+                .entries
+                .keys()
+                .filter(|k| k.0 == reg)
+                .map(|k| k.1)
+                .collect();
+            for seq in held {
+                self.remove_entry(reg, seq);
+            }
+            self.slot_logs.remove(&reg);
+        }
+        let (due, later): (Vec<_>, Vec<_>) = self.timers.iter().partition(|t| t.0 <= now);
+        self.timers = later;
+        for (_, reg, leaf) in due {
+            self.walk(reg, leaf, now, usize::MAX, false);
+        }
+        if self.caps() && !self.never {
+            for log in self.slot_logs.values_mut().chain([&mut self.global_log]) {
+                while log.front().is_some_and(|d| d.expiry <= now) {
+                    log.pop_front();
+                }
+            }
+        }
+        before - self.entries.len()
     }
 
     /// The registered workers' entries: (worker, sequence hash) -> entry.
-    fn registered(&self) -> impl Iterator<Item = ((WorkerId, u64), Entry)> + '_ {
-        let worker_of: HashMap<u64, WorkerId> =
+    fn registered(&self) -> impl Iterator<Item = ((WorkerId, u64), Claim)> + '_ {
+        let worker_of: HashMap<Reg, WorkerId> =
             self.registration.iter().map(|(&w, &r)| (r, w)).collect();
-        self.stored
+        self.entries
             .iter()
             .filter_map(move |(&(reg, seq), &e)| Some(((*worker_of.get(&reg)?, seq), e)))
     }
 
     /// For each worker, how many leading blocks of the query it holds live at `now`.
     pub fn scores(&self, now: u64, local: &[LocalBlockHash]) -> BTreeMap<WorkerId, u32> {
-        let live = self.live(now);
+        let live = self.live_entries(now);
         let seq = compute_seq_hashes(local);
         let mut out = BTreeMap::new();
         for &worker in self.registration.keys() {
@@ -208,27 +656,57 @@ impl Model {
 
     /// Every live (worker, sequence hash) entry with its remaining time to live (`None`
     /// for exact entries).
-    pub fn live(&self, now: u64) -> BTreeMap<(WorkerId, u64), Option<u64>> {
+    pub fn live_entries(&self, now: u64) -> BTreeMap<(WorkerId, u64), Option<u64>> {
         self.registered()
-            .filter(|(_, e)| e.exact || e.expiry > now)
-            .map(|(key, e)| (key, (!e.exact).then(|| e.expiry - now)))
+            .filter(|(_, e)| self.live(*e, now))
+            .map(|(key, e)| (key, (!e.exact).then(|| e.expiry.saturating_sub(now))))
             .collect()
     }
 
-    /// Lower bound on the entries stored for `worker` (all workers if `None`).
+    /// Live entries of `worker` (all workers if `None`).
     pub fn live_count(&self, now: u64, worker: Option<WorkerId>) -> usize {
-        self.live(now)
+        self.live_entries(now)
             .keys()
             .filter(|(w, _)| worker.is_none() || worker == Some(*w))
             .count()
     }
 
-    /// Upper bound on the entries stored for `worker`'s registration (all if `None`).
+    /// Entries stored (not yet reclaimed) for `worker`'s registration (all, removed
+    /// registrations included, if `None`).
     pub fn stored_count(&self, worker: Option<WorkerId>) -> usize {
         match worker {
-            None => self.stored.len(),
-            Some(w) => self.registered().filter(|((x, _), _)| *x == w).count(),
+            None => self.entries.len(),
+            Some(w) => self.registration.get(&w).map_or(0, |&r| self.count(r)),
         }
+    }
+
+    /// Exact entries stored for `worker` (all if `None`): what no cap can evict.
+    pub fn exact_count(&self, worker: Option<WorkerId>) -> usize {
+        let reg = worker.and_then(|w| self.registration.get(&w).copied());
+        self.entries
+            .iter()
+            .filter(|((r, _), e)| e.exact && (worker.is_none() || Some(*r) == reg))
+            .count()
+    }
+
+    /// Nodes (distinct sequence hashes stored).
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Timers scheduled and not yet due at a sweep.
+    pub fn pending_timers(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Entries evicted to keep within the caps.
+    pub fn evictions(&self) -> u64 {
+        self.evictions
+    }
+
+    /// The caps: (per worker, total).
+    pub fn caps_of(&self) -> (Option<usize>, Option<usize>) {
+        (self.per_worker, self.total)
     }
 
     /// Registered workers (recorded with at least one block, or stored by an event, and
