@@ -17,6 +17,10 @@ pub struct IndexStats {
     pub finds: u64,
     /// (block, worker) pairs reclaimed by the sweeper since creation (expired or removed).
     pub expirations: u64,
+    /// Of `expirations`, those that recording callers reclaimed because the sweeper had
+    /// fallen behind (more than a few ticks): a sign that the sweeper thread is starved of
+    /// CPU. Callers only help when a background sweeper runs.
+    pub caller_expirations: u64,
     /// (block, worker) pairs evicted to keep within a cap since creation.
     pub evictions: u64,
     /// KV events dropped because their `Stored` parent is a block the worker does not hold
@@ -76,6 +80,7 @@ pub(crate) fn publish(s: &IndexStats) {
     metrics::counter!("approx_kv_index_records_total").absolute(s.records);
     metrics::counter!("approx_kv_index_finds_total").absolute(s.finds);
     metrics::counter!("approx_kv_index_expirations_total").absolute(s.expirations);
+    metrics::counter!("approx_kv_index_caller_expirations_total").absolute(s.caller_expirations);
     metrics::counter!("approx_kv_index_evictions_total").absolute(s.evictions);
     metrics::counter!("approx_kv_index_rejected_events_total").absolute(s.rejected_events);
 }

@@ -111,6 +111,8 @@ struct Config {
     /// Read-your-writes checks for the thread's own workers (not with a global cap,
     /// which may evict any worker's decisions).
     own_checks: bool,
+    /// Capacity-only mode: a TTL of `Duration::MAX` (no timers; caps alone bound memory).
+    never: bool,
 }
 
 fn worker_thread(
@@ -248,9 +250,14 @@ fn stress(config: Config, run_for: Duration) {
     let sweepers_before = sweeper_threads();
 
     let clock = Arc::new(ManualClock::new());
+    let ttl = if config.never {
+        Duration::MAX
+    } else {
+        Duration::from_nanos(TTL)
+    };
     let mut builder = ApproxKvIndexer::builder()
         .block_size(BLOCK)
-        .ttl(Duration::from_nanos(TTL))
+        .ttl(ttl)
         // The background sweeper runs every 100 µs of real time against the manual clock.
         .tick(Duration::from_micros(100))
         .clock(clock.clone());
@@ -293,9 +300,16 @@ fn stress(config: Config, run_for: Duration) {
     assert!(!config.own_checks || own > 100, "too few checks ran: {own}");
 
     // Workers with KV events hold exact entries, which never expire: remove them; then
-    // let every approximate entry expire. One sweep must reclaim everything.
+    // let every approximate entry expire. One sweep must reclaim everything. In
+    // capacity-only mode nothing expires: every worker is removed, and the sweep purges.
     for w in 0..SHARED {
         index.remove_worker(EXACT + w);
+    }
+    if config.never {
+        let private = (0..threads).flat_map(|t| (0..PRIVATE).map(move |k| 1000 + 8 * t + k));
+        for w in (0..SHARED).chain(private) {
+            index.remove_worker(w);
+        }
     }
     // Under caps, decisions one worker records at the same clock reading get expiries a
     // nanosecond apart (to order evictions): allow one nanosecond per decision recorded.
@@ -329,12 +343,14 @@ fn stress_random_operations_with_invariants() {
         per_worker_cap: None,
         total_cap: None,
         own_checks: true,
+        never: false,
     };
     stress(config, run_for());
 }
 
 /// With a per-worker cap (above any prompt's size, so a worker's fresh decision survives
-/// its own evictions) and, in a second run, a global cap (which may evict anyone).
+/// its own evictions), then also a global cap (which may evict anyone), then both in
+/// capacity-only mode (no timers: removed workers are purged, nothing else reclaims).
 #[test]
 fn stress_with_caps() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -342,14 +358,83 @@ fn stress_with_caps() {
         per_worker_cap: Some(8),
         total_cap: None,
         own_checks: true,
+        never: false,
     };
     stress(per_worker, run_for() / 4);
     let total = Config {
-        per_worker_cap: Some(8),
         total_cap: Some(200),
         own_checks: false,
+        ..per_worker
     };
     stress(total, run_for() / 4);
+    stress(
+        Config {
+            never: true,
+            ..per_worker
+        },
+        run_for() / 4,
+    );
+    stress(
+        Config {
+            never: true,
+            ..total
+        },
+        run_for() / 4,
+    );
+}
+
+/// Regression (issue 9): in capacity-only mode, records racing `remove_worker` of their
+/// worker. A record that resolved the slot before the removal and inserted after the
+/// purge's scan escaped the purge, and with no timers nothing ever freed its entries
+/// (~165 entries left with 0 workers). Records now register as writers before checking
+/// the slot is alive, as exact events do, and a purge waits for writers.
+#[test]
+fn capacity_only_records_racing_removal_do_not_leak() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for cap in [None, Some(16)] {
+        let mut builder = ApproxKvIndexer::builder()
+            .block_size(1)
+            .ttl(Duration::MAX)
+            .background_sweeper(false);
+        if let Some(cap) = cap {
+            builder = builder.max_blocks_per_worker(cap);
+        }
+        let index = builder.build().unwrap();
+        let until = Instant::now() + run_for() / 4;
+        std::thread::scope(|s| {
+            for t in 0..2u32 {
+                let index = &index;
+                s.spawn(move || {
+                    let mut rng = Rng(u64::from(t) + 7);
+                    while Instant::now() < until {
+                        let worker = rng.below(4);
+                        let tokens = [rng.below(3) as u32, rng.below(5) as u32, t, 9];
+                        index.process_routing_decision_for_request(&tokens, worker);
+                    }
+                });
+            }
+            let index = &index;
+            s.spawn(move || {
+                while Instant::now() < until {
+                    for worker in 0..4 {
+                        index.remove_worker(worker);
+                    }
+                    index.sweep_expired();
+                }
+            });
+        });
+        for worker in 0..4 {
+            index.remove_worker(worker);
+        }
+        index.sweep_expired();
+        index.sweep_expired();
+        let stats = index.stats();
+        assert_eq!(
+            (stats.entries, stats.nodes, stats.workers),
+            (0, 0, 0),
+            "{stats:?}"
+        );
+    }
 }
 
 /// Regression: threads recording the same worker under a per-worker cap. `evict_worker`
@@ -385,7 +470,7 @@ fn concurrent_evictions_of_one_worker_do_not_panic() {
 /// event used to resolve the slot, the worker was removed and its purge ran (finding
 /// nothing), then the event inserted exact entries for the dead slot, which nothing ever
 /// reclaimed. Now the event registers as a writer before checking the slot is alive, and a
-/// purge waits for writers (`Workers::begin_exact`): the index must end empty.
+/// purge waits for writers (`Workers::begin_write`): the index must end empty.
 #[test]
 fn stored_events_racing_removal_do_not_leak() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -56,6 +56,7 @@ pub(crate) struct Engine {
     records: StripedCounter,
     finds: StripedCounter,
     expirations: StripedCounter,
+    caller_expirations: StripedCounter,
     evictions: StripedCounter,
     rejected_events: StripedCounter,
 }
@@ -86,6 +87,7 @@ impl Engine {
             records: StripedCounter::default(),
             finds: StripedCounter::default(),
             expirations: StripedCounter::default(),
+            caller_expirations: StripedCounter::default(),
             evictions: StripedCounter::default(),
             rejected_events: StripedCounter::default(),
         }
@@ -231,6 +233,7 @@ impl Engine {
             records: self.records.sum(),
             finds: self.finds.sum(),
             expirations: self.expirations.sum(),
+            caller_expirations: self.caller_expirations.sum(),
             evictions: self.evictions.sum(),
             rejected_events: self.rejected_events.sum(),
             pending_timers,

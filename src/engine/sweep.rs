@@ -86,6 +86,7 @@ impl Engine {
             }
         }
         self.expirations.add(freed as u64);
+        self.caller_expirations.add(freed as u64);
     }
 
     /// Takes up to [`BATCH`] due timers and walks each. Returns the entries freed and
@@ -149,5 +150,58 @@ impl Engine {
             self.workers.purge_done(slot);
         }
         removed.iter().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Builder, LocalBlockHash, ManualClock, SequenceHash};
+
+    /// An engine whose callers help as if a background sweeper ran and had fallen
+    /// behind: none runs here, so only the callers can have reclaimed anything.
+    fn helped_engine(clock: &Arc<ManualClock>) -> Engine {
+        let b = Builder::default()
+            .block_size(1)
+            .ttl(Duration::from_secs(1))
+            .tick(Duration::from_millis(10))
+            .clock(clock.clone())
+            .background_sweeper(false);
+        let mut engine = Engine::new(&b);
+        engine.help = true;
+        engine
+    }
+
+    fn record(engine: &Engine, prompt: u64) {
+        let local: Vec<_> = [prompt, 1, 2, 3].map(LocalBlockHash).to_vec();
+        let seq: Vec<SequenceHash> = crate::compute_seq_hashes(&local);
+        engine.record(0u64, &local, &seq);
+    }
+
+    #[test]
+    fn recorders_reclaim_at_least_twice_what_they_add_when_behind() {
+        let clock = Arc::new(ManualClock::new());
+        let engine = helped_engine(&clock);
+        for p in 0..100 {
+            record(&engine, 1_000 + p);
+        }
+        // Within 4 ticks of the last sweep (at 0): nobody helps.
+        clock.advance(Duration::from_millis(40));
+        record(&engine, 5);
+        assert_eq!(engine.stats().caller_expirations, 0);
+        // Everything recorded is due, 100 ticks after the last sweep.
+        clock.advance(Duration::from_secs(1));
+        record(&engine, 6);
+        let stats = engine.stats();
+        assert!(stats.caller_expirations >= 8, "{stats:?}");
+        for p in 0..60 {
+            record(&engine, 2_000 + p);
+        }
+        let stats = engine.stats();
+        assert_eq!(stats.caller_expirations, 404, "{stats:?}");
+        assert_eq!(stats.entries, 4 + 4 * 60, "{stats:?}");
     }
 }

@@ -1,0 +1,318 @@
+//! Regressions for contract defects found by held-out testing (issue 9): each test is the
+//! documented promise, in the smallest case that broke it.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use approx_kv_index::*;
+use common::tokens;
+
+/// A manual-clock index (no background sweeper) with block size 1 and the given caps.
+fn index_with(
+    ttl: Duration,
+    per_worker: Option<usize>,
+    total: Option<usize>,
+) -> (ApproxKvIndexer, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new());
+    (index_on(&clock, ttl, per_worker, total), clock)
+}
+
+/// As [`index_with`], on a given clock.
+fn index_on(
+    clock: &Arc<ManualClock>,
+    ttl: Duration,
+    per_worker: Option<usize>,
+    total: Option<usize>,
+) -> ApproxKvIndexer {
+    let mut b = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(ttl)
+        .tick(Duration::from_millis(10))
+        .clock(clock.clone())
+        .background_sweeper(false);
+    if let Some(cap) = per_worker {
+        b = b.max_blocks_per_worker(cap);
+    }
+    if let Some(cap) = total {
+        b = b.max_entries(cap);
+    }
+    b.build().unwrap()
+}
+
+fn score(index: &ApproxKvIndexer, tokens: &[u32], worker: WorkerId) -> u32 {
+    index
+        .find_matches_for_request(tokens)
+        .scores
+        .get(&worker)
+        .copied()
+        .unwrap_or(0)
+}
+
+fn stored_event(worker: WorkerId, parent: Option<u64>, blocks: &[(u64, u64)]) -> RouterEvent {
+    let blocks = blocks
+        .iter()
+        .map(|&(tokens_hash, block_hash)| KvCacheStoredBlockData {
+            block_hash: SequenceHash(block_hash),
+            tokens_hash: LocalBlockHash(tokens_hash),
+            expires_in: None,
+        });
+    RouterEvent {
+        worker_id: worker,
+        event_id: 0,
+        data: KvCacheEventData::Stored(KvCacheStoreData {
+            parent_hash: parent.map(SequenceHash),
+            blocks: blocks.collect(),
+        }),
+    }
+}
+
+fn removed_event(worker: WorkerId, hashes: &[u64]) -> RouterEvent {
+    RouterEvent {
+        worker_id: worker,
+        event_id: 0,
+        data: KvCacheEventData::Removed(KvCacheRemoveData {
+            block_hashes: hashes.iter().map(|&h| SequenceHash(h)).collect(),
+        }),
+    }
+}
+
+/// 1. The global cap held only while a rotating sample of 8 workers had something to
+/// evict: past 8 workers entries grew without bound.
+#[test]
+fn global_cap_holds_for_any_number_of_workers() {
+    let (index, _) = index_with(Duration::from_secs(60), None, Some(1));
+    for w in 0..=8u32 {
+        index.process_routing_decision_for_request(&[w], u64::from(w));
+    }
+    for t in 100..103 {
+        index.process_routing_decision_for_request(&[t], 42);
+        assert_eq!(index.stats().entries, 1);
+        assert_eq!(score(&index, &[t], 42), 1, "the newest decision stays");
+    }
+
+    for workers in [200u64, 10_000] {
+        let (index, _) = index_with(Duration::from_secs(60), None, Some(64));
+        for w in 0..workers {
+            index.process_routing_decision_for_request(&[w as u32], w);
+            assert!(index.stats().entries <= 64);
+        }
+        for p in 0..50u32 {
+            let prompt: Vec<u32> = (0..8).map(|i| 1_000_000 + 8 * p + i).collect();
+            index.process_routing_decision_for_request(&prompt, 7);
+            assert!(index.stats().entries <= 64, "{:?}", index.stats());
+            assert_eq!(score(&index, &prompt, 7), 8);
+        }
+    }
+}
+
+/// 2. A restored index evicted first blocks (restored in parents-first order) instead of
+/// the deepest, leaving unreachable blocks stored.
+#[test]
+fn restore_keeps_the_eviction_order() {
+    for ttl in [Duration::from_secs(60), Duration::MAX] {
+        let (original, clock) = index_with(ttl, Some(4), None);
+        original.process_routing_decision_for_request(&[1, 2, 3, 4], 0);
+        let restored = index_on(&clock, ttl, Some(4), None);
+        restored.restore(&original.snapshot()).unwrap();
+        for index in [&original, &restored] {
+            index.process_routing_decision_for_request(&[9], 0);
+            assert_eq!(score(index, &[1, 2, 3, 4], 0), 3, "deepest block evicted");
+            assert_eq!(score(index, &[9], 0), 1);
+            assert_eq!(index.stats().entries, 4);
+        }
+    }
+}
+
+/// 3. In capacity-only mode, blocks ended by a `Removed` event kept counting against the
+/// cap (they waited for a timer that never exists), so live blocks were evicted.
+#[test]
+fn removed_blocks_stop_counting_at_once_in_capacity_only_mode() {
+    let (index, _) = index_with(Duration::MAX, Some(4), None);
+    index.process_routing_decision_for_request(&[1, 2], 0);
+    index.process_routing_decision_for_request(&[3, 4], 0);
+    let seq = compute_seq_hashes(&compute_block_hash_for_seq(&[3, 4], 1));
+    index.apply_event(&removed_event(0, &[seq[0].0, seq[1].0]));
+    assert_eq!(index.stats().entries, 2, "freed when the event is applied");
+    index.sweep_expired();
+    index.process_routing_decision_for_request(&[5, 6], 0);
+    assert_eq!(
+        score(&index, &[1, 2], 0),
+        2,
+        "the worker holds only 4 blocks"
+    );
+    assert_eq!(score(&index, &[5, 6], 0), 2);
+    assert_eq!(index.stats().entries, 4);
+}
+
+/// 4. Replaying `dump_events()` through `apply_event` ignored each event's TTL left, so
+/// replayed approximate entries never expired.
+#[test]
+fn replaying_a_dump_rebuilds_the_state_with_its_ttls() {
+    let ttl = Duration::from_secs(10);
+    let (original, clock) = index_with(ttl, None, None);
+    original.process_routing_decision_for_request(&[1, 2, 3], 0);
+    clock.advance(Duration::from_secs(4));
+    original.process_routing_decision_for_request(&[1, 2, 7], 1);
+    original.apply_event(&stored_event(2, None, &[(5, 5)]));
+    let replayed = index_on(&clock, ttl, None, None);
+    for event in original.dump_events() {
+        replayed.apply_event(&event);
+    }
+    assert_eq!(replayed.stats().rejected_events, 0);
+    assert_eq!(replayed.dump_events(), original.dump_events());
+    for at in [5, 6, 9, 10, 14, 100] {
+        clock.set(Duration::from_secs(at));
+        for query in [&[1, 2, 3][..], &[1, 2, 7], &[5]] {
+            let (a, b) = (
+                original.find_matches_for_request(query),
+                replayed.find_matches_for_request(query),
+            );
+            assert_eq!(a.scores, b.scores, "at {at} s for {query:?}");
+        }
+    }
+    assert_eq!(
+        replayed.sweep_expired(),
+        6,
+        "the approximate entries expired"
+    );
+    assert_eq!(replayed.stats().entries, 1, "the exact entry stays");
+}
+
+/// 5. `Stored` events bypassed the caps: exact entries now count toward the worker's
+/// capacity and push out its least recently recorded approximate decisions.
+#[test]
+fn stored_events_count_toward_the_caps() {
+    let (index, clock) = index_with(Duration::from_secs(60), Some(6), None);
+    index.process_routing_decision_for_request(&[1, 2, 3], 0);
+    clock.advance(Duration::from_millis(1));
+    index.process_routing_decision_for_request(&[4, 5, 6], 0);
+    let local = compute_block_hash_for_seq(&[7, 8, 9], 1);
+    let seq = compute_seq_hashes(&local);
+    let blocks: Vec<_> = local.iter().zip(&seq).map(|(l, s)| (l.0, s.0)).collect();
+    index.apply_event(&stored_event(0, None, &blocks));
+    assert_eq!(index.stats().entries, 6);
+    assert_eq!(score(&index, &[1, 2, 3], 0), 0, "the oldest decision went");
+    assert_eq!(score(&index, &[4, 5, 6], 0), 3);
+    assert_eq!(score(&index, &[7, 8, 9], 0), 3);
+    // Exact entries are never evicted: a worker whose engine stores more than the cap
+    // holds what the engine says, and nothing approximate.
+    let local = compute_block_hash_for_seq(&tokens(20, 8), 1);
+    let seq = compute_seq_hashes(&local);
+    let blocks: Vec<_> = local.iter().zip(&seq).map(|(l, s)| (l.0, s.0)).collect();
+    index.apply_event(&stored_event(0, None, &blocks));
+    assert_eq!(score(&index, &tokens(20, 8), 0), 8);
+    assert_eq!(score(&index, &[4, 5, 6], 0), 0);
+    assert_eq!(index.stats().entries, 11);
+}
+
+/// 6. A "never" TTL (`Duration::MAX`) ran out after about 146 years.
+#[test]
+fn a_never_ttl_never_ends() {
+    let (index, clock) = index_with(Duration::MAX, None, None);
+    index.process_routing_decision_for_request(&[1, 2], 0);
+    for years in [147u64, 300, 584] {
+        clock.set(Duration::from_secs(years * 365 * 24 * 3600));
+        assert_eq!(score(&index, &[1, 2], 0), 2, "gone after {years} years");
+    }
+    clock.set(Duration::MAX);
+    assert_eq!(score(&index, &[1, 2], 0), 2, "gone at the end of time");
+    assert_eq!(index.sweep_expired(), 0);
+}
+
+/// 7. Past 2^63 ns (about 292 years) the index's time stood still: a 10 s entry was still
+/// found 11 s later. Time now runs to 2^64 - 1 ns, the range of `ManualClock`.
+#[test]
+fn clocks_past_two_to_the_63_keep_time() {
+    let ttl = Duration::from_secs(10);
+    for start in [
+        1u64 << 63,
+        300 * 365 * 24 * 3600 * 1_000_000_000,
+        u64::MAX - 20_000_000_000,
+    ] {
+        let (index, clock) = index_with(ttl, None, None);
+        clock.set(Duration::from_nanos(start));
+        index.process_routing_decision_for_request(&[1, 2], 0);
+        clock.advance(Duration::from_secs(9));
+        assert_eq!(score(&index, &[1, 2], 0), 2, "at {start} + 9 s");
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(score(&index, &[1, 2], 0), 0, "at {start} + 10 s");
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(index.sweep_expired(), 2);
+        assert_eq!(index.stats().entries, 0);
+    }
+    // At the end of the clock's range, a TTL that would reach past it ends there.
+    let (index, clock) = index_with(ttl, None, None);
+    clock.set(Duration::from_nanos(u64::MAX - 5_000_000_000));
+    index.process_routing_decision_for_request(&[1], 0);
+    clock.set(Duration::from_nanos(u64::MAX - 1));
+    assert_eq!(score(&index, &[1], 0), 1);
+    clock.advance(Duration::from_secs(1)); // ManualClock saturates at u64::MAX ns
+    assert_eq!(score(&index, &[1], 0), 0);
+    assert_eq!(index.sweep_expired(), 1);
+}
+
+/// 9. Engines publish their own block hashes; a find looks blocks up by this index's
+/// chain of tokens hashes. Stored blocks were filed under the engine's hashes, so they
+/// were never found.
+#[test]
+fn blocks_stored_under_engine_hashes_are_found() {
+    let (index, clock) = index_with(Duration::from_secs(60), None, None);
+    let prompt = tokens(0, 6);
+    let local = compute_block_hash_for_seq(&prompt, 1);
+    // Engine hashes unrelated to ours, and different on the two workers.
+    let engine = |w: u64, i: usize| 0xE000_0000 + 100 * w + i as u64;
+    for w in [1u64, 2] {
+        let first: Vec<_> = (0..3).map(|i| (local[i].0, engine(w, i))).collect();
+        let second: Vec<_> = (3..6).map(|i| (local[i].0, engine(w, i))).collect();
+        index.apply_event(&stored_event(w, None, &first));
+        index.apply_event(&stored_event(w, Some(engine(w, 2)), &second));
+    }
+    let found = index.find_matches(&local);
+    assert_eq!((found.scores[&1], found.scores[&2]), (6, 6));
+    // A parent named by another worker's engine hash is unknown to this worker.
+    index.apply_event(&stored_event(1, Some(engine(2, 5)), &[(local[0].0, 77)]));
+    assert_eq!(index.stats().rejected_events, 1);
+    // Removals by engine hash end the right block (and the name).
+    index.apply_event(&removed_event(1, &[engine(1, 3)]));
+    let found = index.find_matches(&local);
+    assert_eq!((found.scores[&1], found.scores[&2]), (3, 6));
+    index.apply_event(&removed_event(1, &[engine(1, 3)])); // already gone: no effect
+    assert_eq!(index.stats().entries, 11);
+    // Exact entries do not expire; removing the worker forgets its names too.
+    clock.advance(Duration::from_secs(3600));
+    index.remove_worker(1);
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 6);
+    assert_eq!(index.find_matches(&local).scores[&2], 6);
+}
+
+/// 10. When the sweeper falls behind, recording callers reclaim due entries themselves
+/// without waiting (`engine::sweep` has the deterministic unit test, `benches/soak.rs`
+/// measures the plateau under overload). Here the manual clock leaps far past the
+/// sweeper's last sweep; whoever reclaims, memory comes back with no `sweep_expired`.
+#[test]
+fn memory_comes_back_without_sweep_expired() {
+    let clock = Arc::new(ManualClock::new());
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(Duration::from_secs(1))
+        .tick(Duration::from_millis(10))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for p in 0..100u32 {
+        index.process_routing_decision_for_request(&[p, 1, 2, 3], 0);
+    }
+    assert_eq!(index.stats().entries, 400);
+    clock.advance(Duration::from_secs(2)); // all due, hundreds of ticks behind
+    for p in 0..100u32 {
+        index.process_routing_decision_for_request(&[1_000 + p, 1, 2, 3], 0);
+    }
+    index.shutdown(); // waits for a sweep in progress, so the counts are final
+                      // The recorders reclaimed (or the sweeper did, if it woke meanwhile).
+    let stats = index.stats();
+    assert_eq!(stats.entries, 400, "{stats:?}");
+    assert_eq!(stats.expirations, 400, "{stats:?}");
+}
