@@ -84,7 +84,13 @@ impl Builder {
     }
 
     /// How long a recorded block stays "probably cached" after its last recording.
-    /// Very long TTLs are fine (they saturate at about 584 years).
+    ///
+    /// A TTL of 2^62 ns (about 146 years) or more, `Duration::MAX` included, means
+    /// **never**: approximate entries never expire (whatever the clock reads), no timers
+    /// are kept, and only caps, `Removed` events and `remove_worker` take entries away
+    /// (capacity-only mode, with [`max_blocks_per_worker`](Self::max_blocks_per_worker)).
+    /// Shorter TTLs are real TTLs; an expiry past the end of the clock's range (2^64 - 1
+    /// ns, see [`Clock`]) is the end of the range.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -116,6 +122,12 @@ impl Builder {
     /// the cap, the worker's least recently recorded decisions are evicted, deepest blocks
     /// first, so a surviving block never loses its prefix.
     ///
+    /// Exact entries (stored by [`apply_event`](ApproxKvIndexer::apply_event)) count
+    /// toward the cap and push out the worker's least recently recorded *approximate*
+    /// decisions; they are never evicted themselves (the engine says it holds them), so a
+    /// worker whose engine reports more blocks than the cap holds exactly those. Restored
+    /// and replayed entries count too, and are evicted in their original order.
+    ///
     /// **Capacity-only mode** is this with [`ttl`](Self::ttl)`(Duration::MAX)` (a TTL of
     /// about 146 years or more is treated as "never", and no timers are kept):
     ///
@@ -138,8 +150,23 @@ impl Builder {
         self
     }
 
-    /// Caps all stored (block, worker) entries together. Over the cap, workers give up their
-    /// least recently recorded decisions in turn (round-robin), deepest blocks first.
+    /// Caps all stored (block, worker) entries together. Over the cap, the least recently
+    /// recorded decisions of the whole index go first (whatever worker made them; an
+    /// index-wide log keeps them in order, so the cost does not grow with the number of
+    /// workers), deepest blocks first. Exact entries count toward the cap and are never
+    /// evicted, as with [`max_blocks_per_worker`](Self::max_blocks_per_worker).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use approx_kv_index::ApproxKvIndexer;
+    /// let index = ApproxKvIndexer::builder().block_size(1).max_entries(2).build()?;
+    /// for worker in 0..100 {
+    ///     index.process_routing_decision_for_request(&[worker as u32], worker);
+    /// }
+    /// assert_eq!(index.stats().entries, 2); // the two newest decisions
+    /// assert_eq!(index.find_matches_for_request(&[99]).scores[&99], 1);
+    /// # Ok::<(), approx_kv_index::ConfigError>(())
+    /// ```
     pub fn max_entries(mut self, entries: usize) -> Self {
         self.max_entries = Some(entries);
         self

@@ -184,31 +184,56 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         Ok(())
     }
 
-    /// Applies an exact KV event from an engine that publishes them, alongside the
-    /// approximate decisions:
-    /// - `Stored` blocks are held exactly (no TTL) until a `Removed` event;
+    /// Applies a KV event from an engine that publishes them, alongside the approximate
+    /// decisions:
+    /// - `Stored`: the blocks are held exactly (no TTL) until a `Removed` event. They are
+    ///   placed by this index's sequence hashes, chained from the parent by each block's
+    ///   `tokens_hash`, so finds reach them whatever hashes the engine uses (vLLM and
+    ///   SGLang publish their own, which may even differ between workers). The event's
+    ///   `block_hash`es are kept per worker (where they differ from ours) only to resolve
+    ///   that worker's later parents and removals. The parent must be a block the worker
+    ///   stored (named by its engine hash), or a block it holds live or that the event
+    ///   names by this index's sequence hash (its first block's hash is the chain of the
+    ///   parent and its tokens hash, as in [`dump_events`](Self::dump_events)); otherwise
+    ///   the event is dropped and counted in [`IndexStats::rejected_events`](crate::IndexStats),
+    ///   as Dynamo drops it. A block with `expires_in: Some(ttl_left)` (a dumped
+    ///   approximate entry) gets an approximate claim expiring that long from now (at most
+    ///   the TTL), as the original would.
     /// - `Removed` ends the worker's claims on those blocks, exact *and* approximate (the
-    ///   engine says they are gone);
-    /// - `Cleared` forgets the worker, like [`remove_worker`](Self::remove_worker).
+    ///   engine says they are gone), and frees them at once.
+    /// - `Cleared` forgets that key: for [`WorkerWithDpRank`](crate::WorkerWithDpRank) one
+    ///   rank (like [`remove_worker_key`](Self::remove_worker_key)), for plain ids the
+    ///   worker.
+    ///
+    /// Under caps, exact entries count toward the worker's (and the index's) capacity and
+    /// push out least recently recorded approximate decisions; they are never evicted.
     ///
     /// ```
     /// use approx_kv_index::*;
     /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 2);
-    /// let seq = compute_seq_hashes(&local);
-    /// let blocks = local.iter().zip(&seq).map(|(&tokens_hash, &block_hash)| {
-    ///     KvCacheStoredBlockData { block_hash, tokens_hash, expires_in: None }
-    /// });
-    /// index.apply_event(&RouterEvent {
+    /// let tokens = [1, 2, 3, 4, 5, 6];
+    /// let local = compute_block_hash_for_seq(&tokens, 2); // what a find looks up
+    /// // The engine names blocks by hashes of its own: 0xA1, 0xA2, 0xA3.
+    /// let block = |i: usize, engine_hash: u64| KvCacheStoredBlockData {
+    ///     block_hash: SequenceHash(engine_hash),
+    ///     tokens_hash: local[i],
+    ///     expires_in: None,
+    /// };
+    /// let stored = |parent: Option<u64>, blocks| RouterEvent {
     ///     worker_id: 8,
-    ///     event_id: 1,
-    ///     data: KvCacheEventData::Stored(KvCacheStoreData { parent_hash: None, blocks: blocks.collect() }),
-    /// });
-    /// assert_eq!(index.find_matches(&local).scores[&8], 2);
+    ///     event_id: 0,
+    ///     data: KvCacheEventData::Stored(KvCacheStoreData {
+    ///         parent_hash: parent.map(SequenceHash),
+    ///         blocks,
+    ///     }),
+    /// };
+    /// index.apply_event(&stored(None, vec![block(0, 0xA1), block(1, 0xA2)]));
+    /// index.apply_event(&stored(Some(0xA2), vec![block(2, 0xA3)])); // parent: engine's name
+    /// assert_eq!(index.find_matches(&local).scores[&8], 3);
     /// index.apply_event(&RouterEvent {
     ///     worker_id: 8,
     ///     event_id: 2,
-    ///     data: KvCacheEventData::Removed(KvCacheRemoveData { block_hashes: vec![seq[1]] }),
+    ///     data: KvCacheEventData::Removed(KvCacheRemoveData { block_hashes: vec![SequenceHash(0xA2)] }),
     /// });
     /// assert_eq!(index.find_matches(&local).scores[&8], 1);
     /// ```
@@ -275,9 +300,15 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         self.inner.workers.remove_rank(worker);
     }
 
-    /// Every live (block, worker) pair as a one-block `Stored` event with its parent hash
-    /// and remaining TTL, parents before children, so replaying the events in order
-    /// rebuilds the state.
+    /// Every live (block, worker) pair as a one-block `Stored` event, parents before
+    /// children: blocks and parents named by this index's sequence hashes, exact entries
+    /// with `expires_in: None`, approximate ones with the TTL they have left. Replaying the
+    /// events in order through [`apply_event`](Self::apply_event) into an index with the
+    /// same settings and clock rebuilds the state: the same finds, expiring when the
+    /// originals would (exact for entries whose sequence hashes are the chain of their
+    /// tokens hashes, which all are unless a caller passed other hashes to
+    /// [`process_routing_decision`](Self::process_routing_decision)). Engine hashes are not
+    /// dumped, nor kept in snapshots.
     ///
     /// ```
     /// # use approx_kv_index::ApproxKvIndexer;
@@ -297,9 +328,12 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     }
 
     /// Loads a [`Snapshot`](crate::Snapshot): each entry comes back with the TTL it had
-    /// left, counted from now, merged with what the index already holds. Afterwards the
-    /// index answers every find as the snapshotted one did when the snapshot was taken.
-    /// A snapshot of another block size is refused and changes nothing.
+    /// left (at most this index's TTL), counted from now, merged with what the index
+    /// already holds. Afterwards the index answers every find as the snapshotted one did
+    /// when the snapshot was taken, and expires and (under caps) evicts the restored
+    /// entries in the same order: least recently recorded first, deepest blocks first.
+    /// Caps are enforced once everything is back. A snapshot of another block size is
+    /// refused and changes nothing.
     pub fn restore(&self, snapshot: &crate::Snapshot) -> Result<(), crate::SnapshotError> {
         self.inner.restore::<W>(snapshot)
     }

@@ -262,7 +262,7 @@ impl Workers {
     /// Marks a slot dead: its entries read as absent; they are freed by walks or a purge,
     /// then the slot is recycled.
     fn kill(self: &Arc<Self>, slot: Slot) {
-        // SeqCst: see `begin_exact`.
+        // SeqCst: see `begin_write`.
         let info = self.slots.get(slot).expect("a mapped slot has a segment");
         let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
         info.state.store(pack(generation, DEAD), Ordering::SeqCst);

@@ -78,8 +78,8 @@ fn removed_event(worker: WorkerId, hashes: &[u64]) -> RouterEvent {
     }
 }
 
-/// 1. The global cap held only while a rotating sample of 8 workers had something to
-/// evict: past 8 workers entries grew without bound.
+/// Issue 9, item 1: the global cap held only while a rotating sample of 8 workers had
+/// something to evict: past 8 workers entries grew without bound.
 #[test]
 fn global_cap_holds_for_any_number_of_workers() {
     let (index, _) = index_with(Duration::from_secs(60), None, Some(1));
@@ -107,8 +107,8 @@ fn global_cap_holds_for_any_number_of_workers() {
     }
 }
 
-/// 2. A restored index evicted first blocks (restored in parents-first order) instead of
-/// the deepest, leaving unreachable blocks stored.
+/// Issue 9, item 2: a restored index evicted first blocks (restored in parents-first order)
+/// instead of the deepest, leaving unreachable blocks stored.
 #[test]
 fn restore_keeps_the_eviction_order() {
     for ttl in [Duration::from_secs(60), Duration::MAX] {
@@ -125,8 +125,9 @@ fn restore_keeps_the_eviction_order() {
     }
 }
 
-/// 3. In capacity-only mode, blocks ended by a `Removed` event kept counting against the
-/// cap (they waited for a timer that never exists), so live blocks were evicted.
+/// Issue 9, item 3: in capacity-only mode, blocks ended by a `Removed` event kept counting
+/// against the cap (they waited for a timer that never exists), so live blocks were
+/// evicted.
 #[test]
 fn removed_blocks_stop_counting_at_once_in_capacity_only_mode() {
     let (index, _) = index_with(Duration::MAX, Some(4), None);
@@ -146,8 +147,8 @@ fn removed_blocks_stop_counting_at_once_in_capacity_only_mode() {
     assert_eq!(index.stats().entries, 4);
 }
 
-/// 4. Replaying `dump_events()` through `apply_event` ignored each event's TTL left, so
-/// replayed approximate entries never expired.
+/// Issue 9, item 4: replaying `dump_events()` through `apply_event` ignored each event's
+/// TTL left, so replayed approximate entries never expired.
 #[test]
 fn replaying_a_dump_rebuilds_the_state_with_its_ttls() {
     let ttl = Duration::from_secs(10);
@@ -180,8 +181,8 @@ fn replaying_a_dump_rebuilds_the_state_with_its_ttls() {
     assert_eq!(replayed.stats().entries, 1, "the exact entry stays");
 }
 
-/// 5. `Stored` events bypassed the caps: exact entries now count toward the worker's
-/// capacity and push out its least recently recorded approximate decisions.
+/// Issue 9, item 5: `Stored` events bypassed the caps: exact entries now count toward the
+/// worker's capacity and push out its least recently recorded approximate decisions.
 #[test]
 fn stored_events_count_toward_the_caps() {
     let (index, clock) = index_with(Duration::from_secs(60), Some(6), None);
@@ -207,7 +208,7 @@ fn stored_events_count_toward_the_caps() {
     assert_eq!(index.stats().entries, 11);
 }
 
-/// 6. A "never" TTL (`Duration::MAX`) ran out after about 146 years.
+/// Issue 9, item 6: a "never" TTL (`Duration::MAX`) ran out after about 146 years.
 #[test]
 fn a_never_ttl_never_ends() {
     let (index, clock) = index_with(Duration::MAX, None, None);
@@ -221,8 +222,9 @@ fn a_never_ttl_never_ends() {
     assert_eq!(index.sweep_expired(), 0);
 }
 
-/// 7. Past 2^63 ns (about 292 years) the index's time stood still: a 10 s entry was still
-/// found 11 s later. Time now runs to 2^64 - 1 ns, the range of `ManualClock`.
+/// Issue 9, item 7: past 2^63 ns (about 292 years) the index's time stood still: a 10 s
+/// entry was still found 11 s later. Time now runs to 2^64 - 1 ns, the range of
+/// `ManualClock`.
 #[test]
 fn clocks_past_two_to_the_63_keep_time() {
     let ttl = Duration::from_secs(10);
@@ -253,9 +255,9 @@ fn clocks_past_two_to_the_63_keep_time() {
     assert_eq!(index.sweep_expired(), 1);
 }
 
-/// 9. Engines publish their own block hashes; a find looks blocks up by this index's
-/// chain of tokens hashes. Stored blocks were filed under the engine's hashes, so they
-/// were never found.
+/// Issue 9, item 9: engines publish their own block hashes; a find looks blocks up by this
+/// index's chain of tokens hashes. Stored blocks were filed under the engine's hashes, so
+/// they were never found.
 #[test]
 fn blocks_stored_under_engine_hashes_are_found() {
     let (index, clock) = index_with(Duration::from_secs(60), None, None);
@@ -288,10 +290,11 @@ fn blocks_stored_under_engine_hashes_are_found() {
     assert_eq!(index.find_matches(&local).scores[&2], 6);
 }
 
-/// 10. When the sweeper falls behind, recording callers reclaim due entries themselves
-/// without waiting (`engine::sweep` has the deterministic unit test, `benches/soak.rs`
-/// measures the plateau under overload). Here the manual clock leaps far past the
-/// sweeper's last sweep; whoever reclaims, memory comes back with no `sweep_expired`.
+/// Issue 9, item 10: when the sweeper falls behind, recording callers reclaim due entries
+/// themselves without waiting (`engine::sweep` has the deterministic unit test,
+/// `benches/soak.rs` measures the plateau under overload). Here the manual clock leaps far
+/// past the sweeper's last sweep; whoever reclaims, memory comes back with no
+/// `sweep_expired`.
 #[test]
 fn memory_comes_back_without_sweep_expired() {
     let clock = Arc::new(ManualClock::new());

@@ -1,6 +1,7 @@
-//! Differential fuzzing: random operations on an index and on the sequential reference
-//! model (`tests/support/model.rs`) with the same `ManualClock`; every find, dump and
-//! stats reading is compared after every step (`tests/support/harness.rs`).
+//! Differential fuzzing: random operations on an index (with or without caps) and on the
+//! sequential reference model (`tests/support/model.rs`) with the same `ManualClock`;
+//! every find, dump and stats reading is compared after every step, and the caps checked
+//! (`tests/support/harness.rs`).
 #![no_main]
 
 use std::time::Duration;
@@ -19,13 +20,16 @@ mod model;
 #[path = "../../tests/support/harness.rs"]
 mod harness;
 
-use harness::{Harness, Op};
+use harness::{Harness, Op, Settings};
 
 #[derive(Debug, Arbitrary)]
 struct Input {
     block_size: u8,
     ttl: u16,
     tick: u8,
+    /// Caps (per worker, total), each 1 to 32 when set.
+    max_blocks_per_worker: Option<u8>,
+    max_entries: Option<u8>,
     ops: Vec<FuzzOp>,
 }
 
@@ -49,7 +53,8 @@ enum FuzzOp {
         from: u8,
         to: u8,
     },
-    /// A `Stored` event with arbitrary parent and sequence hashes.
+    /// A `Stored` event from an engine with hashes of its own (arbitrary parent and block
+    /// hashes).
     StoredGarbage {
         worker: u8,
         parent: Option<u8>,
@@ -76,6 +81,9 @@ enum FuzzOp {
     Sweep,
     Shutdown,
     SnapshotRestore,
+    SaveSnapshot,
+    RestoreSaved,
+    ReplayDump,
 }
 
 /// A few workers, and the extreme id.
@@ -127,7 +135,15 @@ fuzz_target!(|input: Input| {
         t => Duration::from_nanos(1 + u64::from(t % 512)),
     };
     let tick = Duration::from_nanos(1 + u64::from(input.tick % 64));
-    let mut h = Harness::new(block_size, ttl, tick, false);
+    let cap = |c: Option<u8>| c.map(|c| 1 + usize::from(c % 32));
+    let mut h = Harness::with(Settings {
+        block_size,
+        ttl,
+        tick,
+        background: false,
+        max_blocks_per_worker: cap(input.max_blocks_per_worker),
+        max_entries: cap(input.max_entries),
+    });
     for op in &input.ops {
         let op = match op {
             FuzzOp::Record {
@@ -203,6 +219,9 @@ fuzz_target!(|input: Input| {
             FuzzOp::Sweep => Op::Sweep,
             FuzzOp::Shutdown => Op::Shutdown,
             FuzzOp::SnapshotRestore => Op::SnapshotRestore,
+            FuzzOp::SaveSnapshot => Op::SaveSnapshot,
+            FuzzOp::RestoreSaved => Op::RestoreSaved,
+            FuzzOp::ReplayDump => Op::ReplayDump,
         };
         h.apply(&op);
     }

@@ -15,9 +15,10 @@ pub(crate) struct Sweeper {
 }
 
 impl Sweeper {
-    /// Starts a thread that calls `sweep` every `tick` until stopped. Returns `None` if
-    /// the operating system refuses a thread (the index then works without reclamation
-    /// until `sweep_expired` is called).
+    /// Starts a thread that calls `sweep` every `tick` until stopped. If the operating
+    /// system refuses a thread, the sweeper holds none ([`is_running`](Self::is_running)
+    /// is false) and the index works without background reclamation: `sweep_expired`
+    /// reclaims, and recording callers do not help (they help a sweeper that runs).
     pub(crate) fn spawn(tick: Duration, mut sweep: impl FnMut() + Send + 'static) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);

@@ -47,7 +47,7 @@ fn find(shard: &Shard, reclaimed: &AtomicBool, guard: &Guard) -> Option<(u32, u6
         !watch::freed(),
         "the array was freed while the find read it"
     );
-    let seen = holders.iter().map(|h| (h.slot, h.claim())).next();
+    let seen = holders.iter().map(|h| (h.slot, h.claim().expiry)).next();
     let freed = watch::unwatch();
     assert!(!freed, "the array was freed while the find read it");
     Some(seen.expect("a linked node has a holder"))
@@ -75,9 +75,9 @@ fn find_races_unlink_and_reclamation() {
                 {
                     let guard = epoch::pin();
                     let mut node = shard.write().unwrap();
-                    let n = node.as_ref().expect("only this thread unlinks");
+                    let n = node.as_mut().expect("only this thread unlinks");
                     let outcome = n.settle(WORKER, |_| Settle::Remove, &guard);
-                    assert_eq!(outcome, Outcome::RemovedLast);
+                    assert!(matches!(outcome, Outcome::Removed { last: true, .. }));
                     *node = None;
                 }
                 reclaim(2);

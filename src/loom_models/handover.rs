@@ -42,7 +42,7 @@ struct World {
 impl World {
     /// `Inner::sweep`: walk from each due timer's leaf.
     fn sweep(&self) {
-        self.expiry.take_due(NOW, |timer| {
+        self.expiry.take_due(NOW, usize::MAX, |_, timer| {
             self.fired.fetch_add(1, Ordering::Relaxed);
             walk(&self.shard, timer.slot, NOW, true, &epoch::pin());
         });

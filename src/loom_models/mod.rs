@@ -29,46 +29,47 @@ use crate::{LocalBlockHash, SequenceHash};
 #[allow(dead_code, clippy::duplicate_mod)] // `tree::node` is private to `tree`
 mod node;
 
+use claim::Claim;
 use node::{Node, Outcome, Settle};
 
 /// One node's map shard: `None` once the node is unlinked.
 type Shard = RwLock<Option<Node>>;
 
-/// A shard holding a first-block node with one entry.
-fn shard_with(slot: Slot, claim: u64) -> Shard {
+/// A shard holding a first-block node with one approximate entry.
+fn shard_with(slot: Slot, expiry: u64) -> Shard {
     RwLock::new(Some(Node::new(
         SequenceHash(0),
         LocalBlockHash(1),
         0,
         slot,
-        claim,
+        Claim::approx(expiry),
     )))
 }
 
 /// `Tree::upsert_chain` for one block: refresh in place under the read lock, else add the
 /// entry (or the node) under the write lock. Returns the entries added (0 or 1).
 fn record(shard: &Shard, slot: Slot, expiry: u64, guard: &Guard) -> usize {
-    let raise = |c| claim::refreshed(c, expiry);
+    let want = Claim::approx(expiry);
     let refreshed = if cfg!(loom_break = "refresh_unlocked") {
         // Broken: the refresh runs after the read lock is dropped.
         let holders = shard.read().unwrap().as_ref().map(|n| n.holders(guard));
         holders.and_then(|h| node::find(h, slot)).is_some_and(|h| {
-            h.claim.fetch_max(expiry, crate::sync::Ordering::AcqRel);
+            h.raise(want);
             true
         })
     } else {
         let node = shard.read().unwrap();
         node.as_ref()
-            .is_some_and(|n| n.update_claim(slot, raise, guard))
+            .is_some_and(|n| n.update_claim(slot, want, guard))
     };
     if refreshed {
         return 0;
     }
     let mut node = shard.write().unwrap();
-    match node.as_ref() {
-        Some(n) => usize::from(n.upsert(slot, raise, guard)),
+    match node.as_mut() {
+        Some(n) => usize::from(n.upsert(slot, want, guard)),
         None => {
-            let fresh = Node::new(SequenceHash(0), LocalBlockHash(1), 0, slot, raise(0));
+            let fresh = Node::new(SequenceHash(0), LocalBlockHash(1), 0, slot, want);
             *node = Some(fresh);
             1
         }
@@ -80,31 +81,32 @@ fn record(shard: &Shard, slot: Slot, expiry: u64, guard: &Guard) -> usize {
 /// the entries removed (0 or 1).
 fn walk(shard: &Shard, slot: Slot, threshold: u64, alive: bool, guard: &Guard) -> usize {
     let mut node = shard.write().unwrap();
-    let Some(n) = node.as_ref() else {
+    let Some(n) = node.as_mut() else {
         return 0;
     };
     // `tree::walk_decision` for claims without the exact bit.
-    let decide = |c| {
-        if alive && (claim::approx(c) == 0 || claim::approx(c) > threshold) {
+    let decide = |c: Claim| {
+        if alive && (c.expiry == 0 || c.expiry > threshold) {
             Settle::Keep
         } else {
             Settle::Remove
         }
     };
     match n.settle(slot, decide, guard) {
-        Outcome::RemovedLast => {
+        Outcome::Removed { last: true, .. } => {
             *node = None;
             1
         }
-        Outcome::Removed => 1,
-        Outcome::Absent | Outcome::Kept | Outcome::Set => 0,
+        Outcome::Removed { last: false, .. } => 1,
+        Outcome::Absent | Outcome::Kept | Outcome::Cleared => 0,
     }
 }
 
-/// `slot`'s claim on the block, read as a find does (the lock dropped before the read).
+/// `slot`'s approximate expiry on the block, read as a find does (the lock dropped
+/// before the read).
 fn claim_of(shard: &Shard, slot: Slot, guard: &Guard) -> Option<u64> {
     let holders = shard.read().unwrap().as_ref().map(|n| n.holders(guard))?;
-    node::find(holders, slot).map(node::Holder::claim)
+    node::find(holders, slot).map(|h| h.claim().expiry)
 }
 
 /// Runs `flushes` collections: each advances the global epoch at most once, and what a

@@ -210,13 +210,12 @@ impl Model {
         parent: Option<u64>,
         blocks: &[(u64, u64, Claim)],
     ) -> usize {
-        let mut depth = parent.map_or(0, |p| self.nodes.get(&p).map_or(1, |n| n.depth + 1));
+        let first = parent.map_or(0, |p| self.nodes.get(&p).map_or(1, |n| n.depth + 1));
         let mut parent = parent;
         let mut added = 0;
-        for &(seq, local, claim) in blocks {
+        for (depth, &(seq, local, claim)) in (first..).zip(blocks) {
             added += usize::from(self.upsert(reg, seq, local, parent, depth, claim));
             parent = Some(seq);
-            depth += 1;
         }
         added
     }
