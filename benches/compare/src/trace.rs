@@ -26,7 +26,8 @@ pub fn tokens_for(hash_ids: &[u64], input_length: usize) -> Vec<u32> {
 
 /// The requests of a JSONL trace, in order, as token vectors (at most `limit` of them).
 pub fn load(path: &Path, limit: usize) -> Result<Vec<Vec<u32>>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read trace '{}': {e}", path.display()))?;
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if out.len() >= limit {
