@@ -3,6 +3,7 @@
 //! on a log y axis (the comparison's throughput and latency).
 
 use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -16,6 +17,25 @@ const GREY: RGBColor = RGBColor(85, 85, 85);
 /// Any drawing error, as text.
 fn err(e: impl std::fmt::Display) -> String {
     format!("cannot draw the chart: {e}")
+}
+
+/// The legend of `chart`'s labelled series, at `at`.
+fn legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(at)
+        .label_font((FONT, 16))
+        .background_style(WHITE.mix(0.9))
+        .border_style(GREY)
+        .draw()
+        .map_err(err)
 }
 
 /// `#rrggbb` as a colour (black if malformed).
@@ -200,14 +220,7 @@ pub fn bars(c: &Bars<'_>) -> Result<String, String> {
                     PathElement::new(vec![(x + 5, y - 7), (x + 5, y + 7)], style)
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 16))
-            .background_style(WHITE.mix(0.9))
-            .border_style(GREY)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -317,14 +330,7 @@ pub fn lines(c: &Lines<'_>) -> Result<String, String> {
                     PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(c.legend.clone())
-            .label_font((FONT, 16))
-            .background_style(WHITE.mix(0.9))
-            .border_style(GREY)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, c.legend.clone())?;
         root.present().map_err(err)?;
     }
     Ok(svg)
