@@ -57,6 +57,17 @@
 //! Block and sequence hashes equal those of `dynamo-kv-router` 1.6.1
 //! ([`compute_block_hash_for_seq`], [`compute_seq_hashes`]), so routers can move over
 //! without re-hashing.
+//!
+//! ## Cargo features
+//! None is on by default: the crate with its defaults depends only on what the index runs
+//! on, and no serde, CLI or plotting crate.
+//! - **`serde`**: `Serialize`/`Deserialize` for [`Snapshot`], [`SnapshotEntry`],
+//!   [`LocalBlockHash`] and [`SequenceHash`] (the binary snapshot format needs no feature).
+//! - **`metrics`**: `ApproxKvIndexer::publish_metrics`, and the sweeper publishes
+//!   [`IndexStats`] through the `metrics` crate every tick.
+//!
+//! The replay tool (`approx-kv-replay`) and the comparison with Dynamo are workspace
+//! members of their own, not part of this crate.
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms)]
 
@@ -98,8 +109,9 @@ pub use hash::{
     compute_block_hash_for_seq, compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt,
     LocalBlockHash, SequenceHash, XXH3_SEED,
 };
-pub use id_hasher::{IdBuildHasher, IdHasher};
 pub use indexer::ApproxKvIndexer;
+/// The hasher of [`OverlapScores`]' maps (re-exported from `rustc-hash`).
+pub use rustc_hash::FxBuildHasher;
 pub use scores::OverlapScores;
 pub use snapshot::{Snapshot, SnapshotEntry, SnapshotError};
 pub use stats::IndexStats;

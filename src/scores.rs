@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 
-use crate::id_hasher::IdBuildHasher;
+use rustc_hash::FxBuildHasher;
+
 use crate::{WorkerId, WorkerKey};
 
 /// For each worker that probably holds a prefix of the query, how much of it.
@@ -18,10 +19,10 @@ use crate::{WorkerId, WorkerKey};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OverlapScores<W: WorkerKey = WorkerId> {
     /// Number of leading blocks of the query that the worker holds. Workers with none are absent.
-    pub scores: HashMap<W, u32, IdBuildHasher>,
+    pub scores: HashMap<W, u32, FxBuildHasher>,
     /// Blocks held by each worker of `scores`, across the whole index: entries stored and
     /// not yet reclaimed, so it may count entries that expired less than a sweep ago.
-    pub tree_sizes: HashMap<W, usize, IdBuildHasher>,
+    pub tree_sizes: HashMap<W, usize, FxBuildHasher>,
 }
 
 impl<W: WorkerKey> Default for OverlapScores<W> {

@@ -45,20 +45,8 @@ const PRIVATE: u64 = 3;
 /// The tests of this file count sweeper threads: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// xorshift64*: a tiny deterministic generator (seeded per thread).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+// The workspace's deterministic generator (seeded per thread: `Rng(seed)`).
+use approx_kv_rng::SplitMix64 as Rng;
 
 /// Threads of this process named like the sweeper (`comm` is cut to 15 bytes).
 fn sweeper_threads() -> usize {

@@ -18,13 +18,8 @@ pub fn config() -> Criterion {
         .sample_size(20)
 }
 
-/// A well-mixed 64-bit function (splitmix64).
-pub fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+/// A well-mixed 64-bit function (splitmix64), the workspace's one generator.
+pub use approx_kv_rng::splitmix64 as mix;
 
 /// `len` tokens determined by `seed`.
 pub fn tokens(seed: u64, len: usize) -> Vec<u32> {

@@ -5,21 +5,22 @@
 //! median of the per-round ratios. See `docs/benchmarks.md`.
 //!
 //! ```text
-//! cargo run --release -p approx-kv-compare -- [--trace PATH] [--rounds N] [--limit N] [--threads N]
-//! [--only ours|pool|actor]   (one subject alone, for profiling; prints no table)
-//! [--svg DIR]                 (also write DIR/bench-threads.svg, DIR/bench-find-workers.svg)
+//! cargo run --release -p approx-kv-compare -- --help
 //! ```
 
 mod alloc;
 mod report;
 mod scenarios;
 mod subjects;
-mod svg;
 mod trace;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use approx_kv_tools::chart::{self, hex, Lines, Series, SeriesLabelPosition};
+use approx_kv_tools::progress::{self, When};
+use clap::{Parser, ValueEnum};
 
 use tokio::runtime::Handle;
 
@@ -37,48 +38,50 @@ const TICK: Duration = Duration::from_millis(10);
 /// Requests recorded in the expiry-lag run.
 const EXPIRY_REQUESTS: usize = 64;
 
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "approx-kv-compare",
+    version,
+    allow_negative_numbers = true,
+    about = "Replays a Mooncake trace through approx-kv-index and dynamo-kv-router 1.6.1 \
+             (its thread-pool indexer and its actor), interleaved subject by subject over \
+             several rounds, and prints the median of each figure and of the per-round ratios.",
+    after_help = "See docs/benchmarks.md for the workloads and the published figures."
+)]
 struct Args {
-    trace: PathBuf,
-    rounds: usize,
-    limit: usize,
-    threads: usize,
-    only: Option<String>,
+    /// The trace (JSONL) [default: the bundled data/conversation_head2000.jsonl]
+    #[arg(long, value_name = "PATH")]
+    trace: Option<PathBuf>,
+    /// Rounds: every subject runs every workload once a round
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
+    /// Use only the first N requests of the trace [default: all]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
+    /// Router threads of the multithreaded routing and recording runs
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
+    threads: u32,
+    /// Measure one subject alone, for profiling (prints each round, no table)
+    #[arg(long, value_name = "SUBJECT")]
+    only: Option<Only>,
+    /// Also write DIR/bench-threads.svg and DIR/bench-find-workers.svg
+    #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
+    /// When to draw the progress bar on stderr
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    progress: When,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        trace: PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../data/conversation_head2000.jsonl"
-        )),
-        rounds: 5,
-        limit: usize::MAX,
-        threads: 2,
-        only: None,
-        svg: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--trace" => a.trace = PathBuf::from(value()?),
-            "--rounds" => a.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
-            "--limit" => a.limit = value()?.parse().map_err(|e| format!("--limit: {e}"))?,
-            "--threads" => a.threads = value()?.parse().map_err(|e| format!("--threads: {e}"))?,
-            "--only" => a.only = Some(value()?),
-            "--svg" => a.svg = Some(PathBuf::from(value()?)),
-            "-h" | "--help" => {
-                println!("approx-kv-compare [--trace PATH] [--rounds N] [--limit N] [--threads N] [--only ours|pool|actor] [--svg DIR]");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    if a.rounds == 0 || a.threads == 0 {
-        return Err("--rounds and --threads must be at least 1".into());
-    }
-    Ok(a)
+/// The subjects, as `--only` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Only {
+    /// approx-kv-index
+    Ours,
+    /// Dynamo's ThreadPoolIndexer<ConcurrentRadixTreeCompressed>
+    Pool,
+    /// Dynamo's actor KvIndexer
+    Actor,
 }
 
 /// Distinct (block, worker) pairs stored by routing request `i` to worker `w`.
@@ -162,24 +165,21 @@ fn measure<S: Subject>(
 }
 
 fn main() {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::exit(2);
-        }
-    };
-    let reqs = match trace::load(&args.trace, args.limit) {
+    let args: Args = approx_kv_tools::cli::parse();
+    let trace = args.trace.clone().unwrap_or_else(|| {
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../data/conversation_head2000.jsonl"
+        ))
+    });
+    let limit = args.limit.map_or(usize::MAX, |n| n as usize);
+    let reqs = match trace::load(&trace, limit) {
         Ok(r) if !r.is_empty() => r,
-        Ok(_) => {
-            eprintln!("error: {} holds no requests", args.trace.display());
-            std::process::exit(2);
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::exit(2);
-        }
+        Ok(_) => fail(&format!("{} holds no requests", trace.display())),
+        Err(e) => fail(&e),
     };
+    let threads = args.threads as usize;
+    let rounds = args.rounds as usize;
     let seqs: Vec<Vec<u64>> = reqs
         .iter()
         .map(|r| {
@@ -199,60 +199,71 @@ fn main() {
     let h = runtime.handle().clone();
     println!(
         "trace {}: {} requests, {} blocks of {} tokens; {} rounds; {} router threads; {} CPUs",
-        args.trace.display(),
+        trace.display(),
         reqs.len(),
         blocks,
         subjects::BLOCK,
-        args.rounds,
-        args.threads,
+        rounds,
+        threads,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
-    if let Some(only) = &args.only {
-        for round in 0..args.rounds {
-            let row = match only.as_str() {
-                "ours" => measure(&h, &reqs, &seqs, args.threads, |ttl, tick| {
-                    Ours::new(ttl, tick)
-                }),
-                "pool" => measure(&h, &reqs, &seqs, args.threads, |ttl, _| {
-                    let _in_runtime = h.enter();
-                    DynPool::new(ttl)
-                }),
-                "actor" => measure(&h, &reqs, &seqs, args.threads, |ttl, _| DynActor::new(ttl)),
-                other => {
-                    eprintln!("error: --only takes ours, pool or actor, not {other}");
-                    std::process::exit(2);
-                }
+    let ours = |ttl, tick| Ours::new(ttl, tick);
+    let pool = |ttl, _| {
+        let _in_runtime = h.enter();
+        DynPool::new(ttl)
+    };
+    let actor = |ttl, _| DynActor::new(ttl);
+    let subjects = if args.only.is_some() { 1 } else { 3 };
+    let bar = progress::bar(args.progress, (rounds * subjects) as u64);
+    if let Some(only) = args.only {
+        for round in 0..rounds {
+            bar.set_prefix(format!("round {}/{rounds}", round + 1));
+            let row = match only {
+                Only::Ours => measure(&h, &reqs, &seqs, threads, ours),
+                Only::Pool => measure(&h, &reqs, &seqs, threads, pool),
+                Only::Actor => measure(&h, &reqs, &seqs, threads, actor),
             };
-            println!("round {}: {only} {row:?}", round + 1);
+            bar.inc(1);
+            let name = only.to_possible_value().expect("no skipped variant");
+            bar.suspend(|| println!("round {}: {} {row:?}", round + 1, name.get_name()));
         }
+        bar.finish_and_clear();
         return;
     }
-    let mut rounds = Vec::new();
-    for round in 0..args.rounds {
-        let ours = measure(&h, &reqs, &seqs, args.threads, |ttl, tick| {
-            Ours::new(ttl, tick)
+    let mut all = Vec::new();
+    for round in 0..rounds {
+        bar.set_prefix(format!("round {}/{rounds}", round + 1));
+        let ours = measure(&h, &reqs, &seqs, threads, ours);
+        bar.inc(1);
+        let pool = measure(&h, &reqs, &seqs, threads, pool);
+        bar.inc(1);
+        let actor = measure(&h, &reqs, &seqs, threads, actor);
+        bar.inc(1);
+        bar.suspend(|| {
+            eprintln!("round {}: ours {ours:?}", round + 1);
+            eprintln!("round {}: pool {pool:?}", round + 1);
+            eprintln!("round {}: actor {actor:?}", round + 1);
         });
-        let pool = measure(&h, &reqs, &seqs, args.threads, |ttl, _| {
-            let _in_runtime = h.enter();
-            DynPool::new(ttl)
-        });
-        let actor = measure(&h, &reqs, &seqs, args.threads, |ttl, _| DynActor::new(ttl));
-        eprintln!("round {}: ours {ours:?}", round + 1);
-        eprintln!("round {}: pool {pool:?}", round + 1);
-        eprintln!("round {}: actor {actor:?}", round + 1);
-        rounds.push([ours, pool, actor]);
+        all.push([ours, pool, actor]);
     }
-    report::print(&rounds, args.threads);
+    bar.finish_and_clear();
+    report::print(&all, threads);
     if let Some(dir) = &args.svg {
-        if let Err(e) = write_svgs(dir, &rounds, args.threads) {
+        if let Err(e) = write_svgs(dir, &all, threads) {
             eprintln!("error: writing plots to {}: {e}", dir.display());
             std::process::exit(1);
         }
     }
 }
 
+/// Prints `error: {e}` and exits with 1 (bad input).
+fn fail(e: &str) -> ! {
+    eprintln!("error: {e}");
+    std::process::exit(1)
+}
+
 /// The two plots, from the medians over rounds.
-fn write_svgs(dir: &std::path::Path, rounds: &[[Row; 3]], threads: usize) -> std::io::Result<()> {
+fn write_svgs(dir: &Path, rounds: &[[Row; 3]], threads: usize) -> Result<(), String> {
     let names = [
         ("approx-kv-index", "#1f77b4"),
         ("dynamo pool", "#d62728"),
@@ -263,7 +274,7 @@ fn write_svgs(dir: &std::path::Path, rounds: &[[Row; 3]], threads: usize) -> std
     };
     let mut xs = vec![1.0, threads as f64, 4.0];
     xs.dedup();
-    let series: Vec<svg::Series<'_>> = names
+    let series: Vec<Series<'_>> = names
         .iter()
         .enumerate()
         .map(|(k, &(name, colour))| {
@@ -275,39 +286,49 @@ fn write_svgs(dir: &std::path::Path, rounds: &[[Row; 3]], threads: usize) -> std
             if threads == 1 || threads == 4 {
                 ys.remove(1);
             }
-            svg::Series { name, colour, ys }
+            Series {
+                name,
+                colour: hex(colour),
+                ys,
+            }
         })
         .collect();
-    std::fs::create_dir_all(dir)?;
-    let chart = svg::chart(
-        "Route throughput (hash, find, choose, record)",
-        "router threads",
-        "requests / s",
-        &xs,
-        &series,
-        true,
-    );
-    std::fs::write(dir.join("bench-threads.svg"), chart)?;
+    let write = |name: &str, svg: String| {
+        std::fs::write(dir.join(name), svg).map_err(|e| format!("{name}: {e}"))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    write(
+        "bench-threads.svg",
+        chart::lines(&Lines {
+            title: "Route throughput (hash, find, choose, record), median of rounds",
+            x_desc: "router threads",
+            y_desc: "requests / s",
+            xs: &xs,
+            series: &series,
+            legend: SeriesLabelPosition::LowerRight,
+        })?,
+    )?;
     let xs: Vec<f64> = scenarios::SHARERS.iter().map(|&w| w as f64).collect();
-    let series: Vec<svg::Series<'_>> = names
+    let series: Vec<Series<'_>> = names
         .iter()
         .enumerate()
-        .map(|(k, &(name, colour))| svg::Series {
+        .map(|(k, &(name, colour))| Series {
             name,
-            colour,
+            colour: hex(colour),
             ys: (0..xs.len())
                 .map(|i| med(k, &|r| r.find_sharers[i]))
                 .collect(),
         })
         .collect();
-    let chart = svg::chart(
-        "Find latency, 256-block prefix, hashing excluded (p50)",
-        "workers holding the prefix",
-        "µs",
-        &xs,
-        &series,
-        true,
-    );
-    std::fs::write(dir.join("bench-find-workers.svg"), chart)?;
-    Ok(())
+    write(
+        "bench-find-workers.svg",
+        chart::lines(&Lines {
+            title: "Find latency, 256-block prefix, hashing excluded (p50)",
+            x_desc: "workers holding the prefix",
+            y_desc: "µs per find",
+            xs: &xs,
+            series: &series,
+            legend: SeriesLabelPosition::UpperLeft,
+        })?,
+    )
 }

@@ -8,15 +8,10 @@
 
 use std::path::Path;
 
+use approx_kv_rng::splitmix64;
+
 /// Tokens per trace block.
 pub const TRACE_BLOCK: usize = 512;
-
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
 
 /// The tokens of one request.
 pub fn tokens_for(hash_ids: &[u64], input_length: usize) -> Vec<u32> {
@@ -31,7 +26,8 @@ pub fn tokens_for(hash_ids: &[u64], input_length: usize) -> Vec<u32> {
 
 /// The requests of a JSONL trace, in order, as token vectors (at most `limit` of them).
 pub fn load(path: &Path, limit: usize) -> Result<Vec<Vec<u32>>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read trace '{}': {e}", path.display()))?;
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if out.len() >= limit {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use approx_kv_index::Builder;
 
-use crate::rng::{mix64, SplitMix64};
+use approx_kv_rng::{mix64, SplitMix64};
 
 /// Which router a run uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,7 +112,7 @@ impl Balance {
 /// The worker the random policy picks for request `i`: a pure function of the seed and
 /// `i`, so runs with several threads pick the same workers.
 pub fn random_worker(seed: u64, i: usize, workers: usize) -> usize {
-    SplitMix64::new(seed ^ mix64(i as u64)).below(workers)
+    SplitMix64::new(seed ^ mix64(i as u64)).below(workers as u64) as usize
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 //! Integration tests of the `approx-kv-replay` binary on tiny traces written here.
 //! Nothing is timing-based: hit rates come from a simulated clock.
-#![cfg(feature = "cli")]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -230,44 +229,112 @@ fn missing_and_empty_traces_are_errors() {
 }
 
 #[test]
-fn nonsensical_options_are_rejected() {
-    let cases: [(&[&str], &str); 10] = [
-        (&["--workers", "0"], "--workers must be at least 1"),
-        (&["--cache-blocks", "-3"], "--cache-blocks"),
-        (&["--block-size=0"], "--block-size must be at least 1"),
-        (&["--speedup", "0"], "--speedup must be a finite number > 0"),
-        (&["--speedup", "2", "--max-rate"], "exclude each other"),
+fn nonsensical_options_are_rejected_on_one_line() {
+    let cases: [(&[&str], &str); 14] = [
+        (&["--workers", "0"], "'--workers <N>': must be at least 1"),
+        (&["--workers", "5000"], "at most 4096"),
+        (&["--cache-blocks", "-3"], "'-3' for '--cache-blocks <N>'"),
+        (
+            &["--block-size=0"],
+            "'--block-size <N>': must be at least 1",
+        ),
+        (&["--threads", "two"], "'two' is not a whole number"),
+        (&["--speedup", "0"], "must be a finite number > 0"),
+        (
+            &["--speedup", "2", "--max-rate"],
+            "cannot be used with '--max-rate'",
+        ),
         (&["--speedup", "1e-300"], "between 0.001 and 1e9"),
-        (&["--ttls", "60,abc"], "--ttls"),
-        (&["--threads"], "needs a value"),
-        (&["--frobnicate"], "unknown option '--frobnicate'"),
-        (&["a.jsonl", "b.jsonl"], "one trace only"),
+        (&["--ttls", "60,abc"], "'abc' for '--ttls <LIST>'"),
+        (&["--threads"], "a value is required for '--threads <N>'"),
+        (&["--frobnicate"], "unexpected argument '--frobnicate'"),
+        (&["--worker", "3"], "did you mean '--workers'?"),
+        (&["a.jsonl", "b.jsonl"], "unexpected argument 'b.jsonl'"),
+        (
+            &["--policies", "oracle,lru"],
+            "'lru' for '--policies <LIST>'; possible values: round-robin, random, approx",
+        ),
     ];
     for (args, why) in cases {
         let o = run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(
-            err.contains(why) && err.contains("--help"),
+            err.starts_with("error: ") && err.contains(why) && err.contains("--help"),
             "{args:?}: {err}"
         );
+        assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
 
 #[test]
-fn help_lists_the_options() {
-    let o = run(&["--help"]);
-    assert!(o.status.success());
-    let out = stdout(&o);
-    for opt in [
-        "--speedup",
-        "--max-rate",
-        "--threads",
-        "--plot",
-        "--skip-bad-lines",
-    ] {
-        assert!(out.contains(opt), "{opt}");
+fn a_missing_trace_is_one_line_naming_it() {
+    let o = run(&["/nonexistent/trace.jsonl", "--no-plot"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: cannot open trace '/nonexistent/trace.jsonl'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_lists_the_options_with_their_defaults() {
+    for flag in ["--help", "-h"] {
+        let o = run(&[flag]);
+        assert!(o.status.success(), "{flag}");
+        assert!(o.stderr.is_empty(), "{flag}");
+        let out = stdout(&o);
+        for opt in [
+            "Usage: approx-kv-replay [OPTIONS] [TRACE.jsonl]",
+            "--speedup <X>",
+            "--max-rate",
+            "--threads <N>",
+            "--plot <PATH>",
+            "--skip-bad-lines",
+            "--policies <LIST>",
+            "--version",
+            "[default: 16384]",
+            "[default: 60,120,300,600,1800]",
+        ] {
+            assert!(out.contains(opt), "{flag}: {opt} missing in\n{out}");
+        }
     }
+}
+
+#[test]
+fn version_prints_the_version() {
+    let o = run(&["--version"]);
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o).trim(),
+        format!("approx-kv-replay {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn policies_choose_the_runs() {
+    let dir = scratch("policies");
+    let trace = write_trace(&dir, &CHAT);
+    let mut args = vec![
+        trace.to_str().unwrap(),
+        "--policies",
+        "approx,oracle",
+        "--ttls",
+        "60",
+    ];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(row(&out, "approx ttl=60s").contains("1.00x"), "{out}");
+    row(&out, "oracle");
+    for absent in ["round-robin ", "random ", "approx-capacity "] {
+        assert!(!out.lines().any(|l| l.starts_with(absent)), "{out}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -277,10 +344,16 @@ fn the_progress_bar_goes_to_stderr_only_when_asked() {
     let path = trace.to_str().unwrap();
     let o = run(&[path, "--no-plot", "--progress"]);
     assert!(o.status.success());
-    assert!(stderr(&o).contains("\r[1/"), "{}", stderr(&o));
-    assert!(!stdout(&o).contains('\r'));
-    // Not a terminal here: no bar by default.
-    let o = run(&[path, "--no-plot"]);
-    assert!(!stderr(&o).contains('\r'));
+    let err = stderr(&o);
+    assert!(err.contains("[1/9] round-robin"), "{err}");
+    assert!(err.contains("/s ETA"), "{err}");
+    assert!(!stdout(&o).contains('\r') && !stdout(&o).contains('\x1b'));
+    // Not a terminal here: no bar by default, nor with --no-progress.
+    for extra in [None, Some("--no-progress")] {
+        let mut args = vec![path, "--no-plot"];
+        args.extend(extra);
+        let o = run(&args);
+        assert!(o.stderr.is_empty(), "{extra:?}: {}", stderr(&o));
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

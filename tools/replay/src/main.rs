@@ -5,14 +5,13 @@
 //! Run `cargo run --release --bin approx-kv-replay -- --help`; see `docs/replay.md`.
 
 mod args;
+mod chart;
 mod cluster;
 mod lru;
 mod policy;
 mod progress;
 mod replay;
 mod report;
-mod rng;
-mod svg;
 mod trace;
 mod workload;
 
@@ -21,9 +20,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::IdBuildHasher;
+use rustc_hash::FxBuildHasher;
 
-use args::{Command, Options, Pace};
+use args::{Options, Pace, PolicyKind};
 use cluster::Speeds;
 use policy::{Balance, Policy};
 
@@ -32,17 +31,7 @@ use policy::{Balance, Policy};
 const CAPACITY_TTL: Duration = Duration::MAX;
 
 fn main() -> ExitCode {
-    let opts = match args::parse(std::env::args().skip(1)) {
-        Ok(Command::Help) => {
-            print!("{}", args::HELP);
-            return ExitCode::SUCCESS;
-        }
-        Ok(Command::Run(o)) => o,
-        Err(e) => {
-            eprintln!("error: {e}\nrun with --help for the options");
-            return ExitCode::from(2);
-        }
-    };
+    let opts = Options::from(approx_kv_tools::cli::parse::<args::Cli>());
     match run(&opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -52,15 +41,29 @@ fn main() -> ExitCode {
     }
 }
 
-/// The runs, in the order of the table: baselines, the TTL sweep, capacity, oracle.
+/// The runs asked for, in the order of the table: baselines, the TTL sweep, capacity,
+/// oracle.
 fn policies(o: &Options) -> Vec<Policy> {
-    let mut out = vec![Policy::RoundRobin, Policy::Random];
-    out.extend(o.ttls.iter().map(|&ttl| Policy::Approx { ttl }));
-    out.push(Policy::ApproxCapacity {
-        ttl: CAPACITY_TTL,
-        blocks: o.cache_blocks,
-    });
-    out.push(Policy::Oracle);
+    let asked = |kind| o.policies.contains(&kind);
+    let mut out = Vec::new();
+    if asked(PolicyKind::RoundRobin) {
+        out.push(Policy::RoundRobin);
+    }
+    if asked(PolicyKind::Random) {
+        out.push(Policy::Random);
+    }
+    if asked(PolicyKind::Approx) {
+        out.extend(o.ttls.iter().map(|&ttl| Policy::Approx { ttl }));
+    }
+    if asked(PolicyKind::ApproxCapacity) {
+        out.push(Policy::ApproxCapacity {
+            ttl: CAPACITY_TTL,
+            blocks: o.cache_blocks,
+        });
+    }
+    if asked(PolicyKind::Oracle) {
+        out.push(Policy::Oracle);
+    }
     out
 }
 
@@ -82,7 +85,7 @@ fn run(o: &Options) -> Result<(), String> {
     drop(trace);
 
     let prompt_blocks: usize = requests.iter().map(|r| r.seq.len()).sum();
-    let distinct: HashSet<u64, IdBuildHasher> = requests
+    let distinct: HashSet<u64, FxBuildHasher> = requests
         .iter()
         .flat_map(|r| r.seq.iter().map(|s| s.0))
         .collect();
@@ -191,7 +194,7 @@ fn write_plot(
             r.unused_s.1
         ));
     }
-    let chart = svg::chart(rows, &subtitle);
+    let chart = chart::svg(rows, &subtitle)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create '{}' for the plot: {e}", dir.display()))?;

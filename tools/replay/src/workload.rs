@@ -7,8 +7,8 @@ use approx_kv_index::{
     compute_block_hash_for_seq, compute_seq_hashes, LocalBlockHash, SequenceHash,
 };
 
-use crate::rng::mix64;
 use crate::trace::TraceRequest;
+use approx_kv_rng::mix64;
 
 /// A request ready to replay.
 #[derive(Debug, Clone)]

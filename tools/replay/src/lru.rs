@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use approx_kv_index::IdBuildHasher;
+use rustc_hash::FxBuildHasher;
 
 const NONE: u32 = u32::MAX;
 
@@ -19,7 +19,7 @@ struct Slot {
 #[derive(Debug, Clone)]
 pub struct Lru {
     capacity: usize,
-    map: HashMap<u64, u32, IdBuildHasher>,
+    map: HashMap<u64, u32, FxBuildHasher>,
     slots: Vec<Slot>,
     /// Most recently used.
     head: u32,
@@ -129,9 +129,9 @@ mod tests {
     fn matches_a_naive_model() {
         let mut lru = Lru::new(5);
         let mut model: Vec<u64> = Vec::new(); // most recent last
-        let mut rng = crate::rng::SplitMix64::new(3);
+        let mut rng = approx_kv_rng::SplitMix64::new(3);
         for t in 0..5000 {
-            let k = rng.below(12) as u64;
+            let k = rng.below(12);
             lru.touch(k, t);
             model.retain(|&x| x != k);
             model.push(k);

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use crate::args::Pace;
 use crate::cluster::{Cluster, Speeds};
 use crate::policy::{self, Balance, Policy};
-use crate::progress::{Bar, REDRAW};
+use crate::progress::Bar;
 use crate::workload::Request;
 
 /// What a run needs besides its policy.
@@ -97,20 +97,12 @@ pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<
         setup.speeds,
     ));
     let next = AtomicUsize::new(0);
-    bar.done.store(0, Ordering::Relaxed);
+    bar.start(run, &policy.name());
     let start = Instant::now();
-    let name = policy.name();
     let tallies: Vec<Tally> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..setup.threads)
             .map(|_| s.spawn(|| route_all(setup, &router, &cluster, &next, bar, start)))
             .collect();
-        if bar.enabled() {
-            while !handles.iter().all(|h| h.is_finished()) {
-                bar.draw(run, &name, start);
-                std::thread::sleep(REDRAW);
-            }
-            bar.draw(run, &name, start);
-        }
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
@@ -256,6 +248,6 @@ fn route_all(
         let hit = cluster.lock().serve(worker, i, req, now_ms);
         t.hit_blocks += hit as u64;
         t.prompt_blocks += req.seq.len() as u64;
-        bar.done.fetch_add(1, Ordering::Relaxed);
+        bar.inc();
     }
 }

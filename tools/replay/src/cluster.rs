@@ -4,8 +4,8 @@
 use approx_kv_index::SequenceHash;
 
 use crate::lru::Lru;
-use crate::rng::mix64;
 use crate::workload::Request;
+use approx_kv_rng::mix64;
 
 /// Speeds that turn a request into a service time.
 #[derive(Debug, Clone, Copy)]

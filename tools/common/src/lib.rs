@@ -1,0 +1,10 @@
+//! What the replay tool (`approx-kv-replay`) and the comparison bench
+//! (`approx-kv-compare`) share: [`cli`] (clap errors on one line), [`progress`]
+//! (an `indicatif` bar on stderr) and [`chart`] (their SVG charts, drawn with `plotters`).
+//!
+//! Nothing here is part of the `approx-kv-index` library: a router that depends on the
+//! library compiles none of it.
+
+pub mod chart;
+pub mod cli;
+pub mod progress;

@@ -1,0 +1,336 @@
+//! Command-line options (clap), validated into [`Options`].
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use approx_kv_tools::cli::positive_f64;
+use approx_kv_tools::progress::When;
+use clap::{Parser, ValueEnum};
+
+/// The bundled default trace, relative to the repository root.
+pub const DEFAULT_TRACE: &str = "data/conversation_head2000.jsonl";
+/// The default plot, relative to the repository root.
+pub const DEFAULT_PLOT: &str = "target/approx-kv-replay/hit-rates.svg";
+
+/// The repository root (this tool lives in `tools/replay`).
+pub fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(manifest)
+        .to_path_buf()
+}
+
+/// The command line, as clap reads it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "approx-kv-replay",
+    version,
+    allow_negative_numbers = true,
+    about = "Replays a Mooncake-style JSONL trace against a simulated cluster of LRU KV caches \
+             and compares routing policies by real prefix-hit rate, load balance and router cost.",
+    long_about = None,
+    after_help = "Each trace line is {\"timestamp\": ms, \"input_length\": tokens, \
+                  \"output_length\": tokens, \"hash_ids\": [..]}, one hash id per trace block, \
+                  chained. See docs/replay.md for the model and the figures.\n\
+                  Exit status: 0 done, 1 bad input (trace, plot), 2 bad usage."
+)]
+pub struct Cli {
+    /// The trace (JSONL) [default: the bundled data/conversation_head2000.jsonl]
+    #[arg(value_name = "TRACE.jsonl")]
+    trace: Option<PathBuf>,
+
+    /// Simulated workers (at most 4096)
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = workers, help_heading = "Cluster")]
+    workers: usize,
+    /// LRU capacity of each worker, in index blocks
+    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = positive::<usize>, help_heading = "Cluster")]
+    cache_blocks: usize,
+    /// Tokens per index (KV) block
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = positive::<u32>, help_heading = "Cluster")]
+    block_size: u32,
+    /// Tokens per trace hash id
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = positive::<u32>, help_heading = "Cluster")]
+    trace_block: u32,
+    /// Prefill speed of a worker, uncached tokens/s
+    #[arg(long, value_name = "X", default_value_t = 20_000.0, value_parser = positive_f64, help_heading = "Cluster")]
+    prefill_tps: f64,
+    /// Decode speed of one request, tokens/s
+    #[arg(long, value_name = "X", default_value_t = 25.0, value_parser = positive_f64, help_heading = "Cluster")]
+    decode_tps: f64,
+
+    /// Routing policies to run, comma-separated (`approx` runs once per TTL of --ttls)
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "round-robin,random,approx,approx-capacity,oracle",
+        help_heading = "Routing"
+    )]
+    policies: Vec<PolicyKind>,
+    /// TTLs of the approx runs, in seconds, comma-separated
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "60,120,300,600,1800", value_parser = ttl, help_heading = "Routing")]
+    ttls: Vec<Duration>,
+    /// Load slack: candidates have load <= min load + N
+    #[arg(long, value_name = "N", default_value_t = 2, help_heading = "Routing")]
+    threshold: u32,
+    /// Score = X * overlap blocks - load
+    #[arg(long, value_name = "X", default_value_t = 1.0, value_parser = weight, help_heading = "Routing")]
+    overlap_weight: f64,
+    /// Seed of the random policy
+    #[arg(long, value_name = "N", default_value_t = 42, help_heading = "Routing")]
+    seed: u64,
+
+    /// Replay as fast as possible (the default)
+    #[arg(long, conflicts_with = "speedup", help_heading = "Replay")]
+    max_rate: bool,
+    /// Pace approx runs at X times trace time (simulated time stays trace time)
+    #[arg(long, value_name = "X", value_parser = speedup, help_heading = "Replay")]
+    speedup: Option<f64>,
+    /// Route from N threads sharing one index
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive::<usize>, help_heading = "Replay")]
+    threads: usize,
+    /// Replay only the first N requests
+    #[arg(long, value_name = "N", value_parser = positive::<usize>, help_heading = "Replay")]
+    limit: Option<usize>,
+    /// Skip malformed lines (listed on stderr) instead of stopping
+    #[arg(long, help_heading = "Replay")]
+    skip_bad_lines: bool,
+
+    /// Write the SVG chart there [default: target/approx-kv-replay/hit-rates.svg in the repository]
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "no_plot",
+        help_heading = "Output"
+    )]
+    plot: Option<PathBuf>,
+    /// Write no chart
+    #[arg(long, help_heading = "Output")]
+    no_plot: bool,
+    /// Always draw the progress bar on stderr (by default only when stderr is a terminal)
+    #[arg(long, conflicts_with = "no_progress", help_heading = "Output")]
+    progress: bool,
+    /// Never draw the progress bar
+    #[arg(long, help_heading = "Output")]
+    no_progress: bool,
+}
+
+/// A family of routing policies, as `--policies` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyKind {
+    /// Request i goes to worker i mod W
+    RoundRobin,
+    /// A seeded random worker
+    Random,
+    /// This crate's index, once per TTL of --ttls
+    Approx,
+    /// This crate's index capped at each worker's cache size, no TTL
+    ApproxCapacity,
+    /// Exact knowledge of the simulated caches
+    Oracle,
+}
+
+/// How wall-clock time is paced during approx runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// No pacing.
+    MaxRate,
+    /// One trace second takes `1 / x` wall seconds.
+    Speedup(f64),
+}
+
+/// Every option of the tool, validated.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The trace file.
+    pub trace: PathBuf,
+    /// Simulated workers.
+    pub workers: usize,
+    /// LRU capacity per worker, in index blocks.
+    pub cache_blocks: usize,
+    /// Tokens per index block.
+    pub block_size: u32,
+    /// Tokens per trace hash id.
+    pub trace_block: u32,
+    /// Prefill tokens per second per worker.
+    pub prefill_tps: f64,
+    /// Decode tokens per second per request.
+    pub decode_tps: f64,
+    /// The policy families to run, without repeats.
+    pub policies: Vec<PolicyKind>,
+    /// TTLs of the approx runs, sorted, without repeats.
+    pub ttls: Vec<Duration>,
+    /// Load slack of the balance rule, in outstanding requests.
+    pub threshold: u32,
+    /// Weight of one overlap block against one outstanding request.
+    pub overlap_weight: f64,
+    /// Seed of the random policy.
+    pub seed: u64,
+    /// Wall pacing.
+    pub pace: Pace,
+    /// Routing threads.
+    pub threads: usize,
+    /// Replay only this many requests.
+    pub limit: Option<usize>,
+    /// Skip malformed lines instead of stopping.
+    pub skip_bad_lines: bool,
+    /// Where to write the SVG, if anywhere.
+    pub plot: Option<PathBuf>,
+    /// When to draw the progress bar.
+    pub progress: When,
+}
+
+impl From<Cli> for Options {
+    fn from(c: Cli) -> Self {
+        let root = repo_root();
+        let mut ttls = c.ttls;
+        ttls.sort();
+        ttls.dedup();
+        let mut policies = Vec::new();
+        for p in c.policies {
+            if !policies.contains(&p) {
+                policies.push(p);
+            }
+        }
+        Self {
+            trace: c.trace.unwrap_or_else(|| root.join(DEFAULT_TRACE)),
+            workers: c.workers,
+            cache_blocks: c.cache_blocks,
+            block_size: c.block_size,
+            trace_block: c.trace_block,
+            prefill_tps: c.prefill_tps,
+            decode_tps: c.decode_tps,
+            policies,
+            ttls,
+            threshold: c.threshold,
+            overlap_weight: c.overlap_weight,
+            seed: c.seed,
+            pace: c.speedup.map_or(Pace::MaxRate, Pace::Speedup),
+            threads: c.threads,
+            limit: c.limit,
+            skip_bad_lines: c.skip_bad_lines,
+            plot: match (c.no_plot, c.plot) {
+                (true, _) => None,
+                (false, Some(p)) => Some(p),
+                (false, None) => Some(root.join(DEFAULT_PLOT)),
+            },
+            progress: match (c.progress, c.no_progress) {
+                (true, _) => When::Always,
+                (_, true) => When::Never,
+                _ => When::Auto,
+            },
+        }
+    }
+}
+
+/// An integer of at least 1.
+fn positive<T: FromStr + PartialOrd + From<u8>>(s: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    let n: T = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("'{s}' is not a whole number ({e})"))?;
+    if n < T::from(1) {
+        return Err("must be at least 1".into());
+    }
+    Ok(n)
+}
+
+fn workers(s: &str) -> Result<usize, String> {
+    let n = positive::<usize>(s)?;
+    if n > 4096 {
+        return Err(format!("{n} is too many (at most 4096)"));
+    }
+    Ok(n)
+}
+
+fn weight(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(w) if w.is_finite() && w >= 0.0 => Ok(w),
+        Ok(_) => Err(format!("must be a finite number >= 0, got '{s}'")),
+        Err(e) => Err(format!("'{s}' is not a number ({e})")),
+    }
+}
+
+fn speedup(s: &str) -> Result<f64, String> {
+    let x = positive_f64(s)?;
+    if !(1e-3..=1e9).contains(&x) {
+        return Err(format!("must be between 0.001 and 1e9, got '{s}'"));
+    }
+    Ok(x)
+}
+
+fn ttl(s: &str) -> Result<Duration, String> {
+    let secs = positive_f64(s)?;
+    if secs > 1e9 {
+        return Err(format!("{secs} s is too long"));
+    }
+    let d = Duration::from_secs_f64(secs);
+    if d < Duration::from_millis(1) {
+        return Err(format!("{secs} s is shorter than 1 ms"));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        Cli::try_parse_from(std::iter::once("approx-kv-replay").chain(args.iter().copied()))
+            .map(Options::from)
+            .map_err(|e| approx_kv_tools::cli::one_line(&e))
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let o = parse(&[]).unwrap();
+        assert!(o.trace.ends_with(DEFAULT_TRACE) && o.trace.exists());
+        assert_eq!((o.workers, o.cache_blocks, o.block_size), (8, 16384, 64));
+        assert_eq!(o.ttls.len(), 5);
+        assert_eq!(o.ttls[0], Duration::from_secs(60));
+        assert_eq!(o.policies.len(), 5);
+        assert_eq!(o.pace, Pace::MaxRate);
+        assert_eq!(o.progress, When::Auto);
+        assert!(o.plot.unwrap().ends_with(DEFAULT_PLOT));
+    }
+
+    #[test]
+    fn values_are_read_and_normalised() {
+        let o = parse(&[
+            "t.jsonl",
+            "--ttls=300,60,300",
+            "--speedup",
+            "10",
+            "--policies",
+            "oracle,approx,oracle",
+            "--no-plot",
+            "--progress",
+        ])
+        .unwrap();
+        assert_eq!(o.trace, PathBuf::from("t.jsonl"));
+        assert_eq!(o.ttls, [60, 300].map(Duration::from_secs));
+        assert_eq!(o.pace, Pace::Speedup(10.0));
+        assert_eq!(o.policies, [PolicyKind::Oracle, PolicyKind::Approx]);
+        assert_eq!((o.plot, o.progress), (None, When::Always));
+    }
+
+    #[test]
+    fn bad_values_name_the_option() {
+        for (args, why) in [
+            (&["--workers", "0"][..], "must be at least 1"),
+            (&["--workers", "5000"], "at most 4096"),
+            (&["--overlap-weight", "-1"], "finite number >= 0"),
+            (&["--ttls", "60,0.0001"], "shorter than 1 ms"),
+            (&["--policies", "lru"], "'lru' for '--policies <LIST>'"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(why) && !e.contains('\n'), "{args:?}: {e}");
+        }
+    }
+}
