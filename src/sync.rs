@@ -11,7 +11,7 @@
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering,
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 
 #[cfg(not(loom))]
@@ -22,10 +22,19 @@ pub(crate) use dashmap::DashMap;
 pub(crate) use parking_lot::Mutex;
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 #[cfg(loom)]
 pub(crate) use stand_ins::{AtomicPtr, DashMap, Mutex, SegQueue};
+
+#[cfg(loom)]
+pub(crate) use loom::thread::yield_now;
+/// Lets other threads run while this one waits for them (loom's, under loom: a spin loop
+/// must tell loom it yields, or loom would explore it for ever).
+#[cfg(not(loom))]
+pub(crate) use std::thread::yield_now;
 
 /// Loom-aware stand-ins. Each is coarser than what it stands for (one lock where the
 /// real one is lock-free or sharded), so it adds happens-before edges the real one may
@@ -81,6 +90,10 @@ mod stand_ins {
 
         pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
             self.0.lock().expect("no model panics while holding a lock")
+        }
+
+        pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            self.0.try_lock().ok()
         }
     }
 

@@ -1,8 +1,10 @@
 //! Reclamation: every tick the sweeper thread frees what is due (dead slots to purge, due
-//! timers' walks, expired logged decisions). Walks are taken from the wheel in bounded
-//! batches, so when the sweeper falls behind (starved of CPU by more runnable threads than
-//! cores), recording callers can take batches too: each helps free at least twice what it
-//! added, without waiting (they only *try* the sweep lock).
+//! timers' walks, expired logged decisions). Due timers are taken from the wheel in bounded
+//! batches (the wheel's lock is held only to take one) and walked without a lock of the
+//! sweep's own, so several threads can reclaim at once. When the sweeper falls behind
+//! (starved of CPU by more runnable threads than cores), recording callers take batches
+//! too: each frees at least twice what it added, without waiting (they only *try* the
+//! wheel's lock).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -20,50 +22,49 @@ const BATCH: usize = 64;
 const HELP_AFTER_TICKS: u64 = 4;
 
 impl Engine {
-    /// Frees everything due at the clock's time, on this thread, in one turn (a sweep that
-    /// returns has finished its purges and walks, even if another sweeper started first).
-    /// Returns the entries freed.
+    /// Frees everything due at the clock's time, on this thread (`sweep_expired`). Sweeps
+    /// take turns for their purges, and a sweep returns only once every due timer taken so
+    /// far, by any thread, has been walked: a sweep that returns has finished its work.
+    /// Returns the entries freed by this call.
     pub(crate) fn sweep(&self) -> usize {
         let _turn = self.sweeping.lock();
         let now = self.now();
         let mut freed = self.purge_dead();
-        loop {
-            let (n, more) = self.expire_batch(now);
+        while let Some((n, more)) = self.expire_batch(now, true) {
             freed += n;
             if !more {
                 break;
             }
         }
+        self.expiry.wait_for_batches();
         self.prune_logs(now);
         self.swept_until.fetch_max(now, Relaxed);
         self.expirations.add(freed as u64);
         freed
     }
 
-    /// The background sweeper's tick: the same work as [`sweep`](Self::sweep), but the
-    /// walks in batches that each take the sweep lock anew, so callers can help between.
+    /// The background sweeper's tick: the purges in turn with other sweeps, then due
+    /// timers batch by batch, alongside any callers that help.
     pub(crate) fn sweep_in_batches(&self) {
         let now = self.now();
         let mut freed = {
             let _turn = self.sweeping.lock();
-            self.prune_logs(now);
             self.purge_dead()
         };
-        loop {
-            let _turn = self.sweeping.lock();
-            let (n, more) = self.expire_batch(now);
+        while let Some((n, more)) = self.expire_batch(now, true) {
             freed += n;
             if !more {
                 self.swept_until.fetch_max(now, Relaxed);
                 break;
             }
         }
+        self.prune_logs(now);
         self.expirations.add(freed as u64);
     }
 
     /// Called by a recorder that added `added` entries at `now`: if the sweeper is behind,
-    /// frees at least twice that many due entries (or all that is due), in batches, unless
-    /// another thread is sweeping right now.
+    /// frees at least twice that many due entries (or all that is due), in batches, taking
+    /// a batch only when the wheel's lock is free.
     pub(super) fn help_sweep(&self, now: u64, added: usize) {
         if !self.help {
             return;
@@ -72,13 +73,12 @@ impl Engine {
         if lag <= HELP_AFTER_TICKS.saturating_mul(self.tick_nanos) {
             return;
         }
-        let Some(_turn) = self.sweeping.try_lock() else {
-            return; // someone is sweeping: no waiting
-        };
         let target = 2 * added.max(1);
         let mut freed = 0;
         while freed < target {
-            let (n, more) = self.expire_batch(now);
+            let Some((n, more)) = self.expire_batch(now, false) else {
+                break; // another thread holds the wheel: no waiting
+            };
             freed += n;
             if !more {
                 self.swept_until.fetch_max(now, Relaxed);
@@ -89,16 +89,14 @@ impl Engine {
         self.caller_expirations.add(freed as u64);
     }
 
-    /// Takes up to [`BATCH`] due timers and walks each. Returns the entries freed and
-    /// whether due timers are left. Call with the sweep lock held.
-    fn expire_batch(&self, now: u64) -> (usize, bool) {
-        let mut due: Vec<(u64, Timer)> = Vec::with_capacity(BATCH);
-        let more = self
-            .expiry
-            .take_due(now, BATCH, |deadline, timer| due.push((deadline, timer)));
+    /// Takes up to [`BATCH`] due timers (waiting for the wheel's lock if `wait`, else
+    /// giving up with `None`) and walks each. Returns the entries freed and whether due
+    /// timers are left.
+    fn expire_batch(&self, now: u64, wait: bool) -> Option<(usize, bool)> {
+        let batch = self.expiry.take_due(now, BATCH, wait)?;
         let mut freed = 0;
         let guard = epoch::pin();
-        for (deadline, Timer { leaf, slot }) in due {
+        for &(deadline, Timer { leaf, slot }) in &batch.timers {
             let alive = self.workers.is_alive(slot);
             // A timer another sweeper found due may be walked by a thread whose clock
             // reading is a little older: the deadline has passed all the same.
@@ -111,7 +109,7 @@ impl Engine {
                 freed += walked.removed;
             }
         }
-        (freed, more)
+        Some((freed, batch.more))
     }
 
     /// Drops logged decisions whose TTL has passed (their timers' walks free them).

@@ -9,7 +9,7 @@
 pub(crate) mod sweeper;
 pub(crate) mod wheel;
 
-use crate::sync::{Mutex, SegQueue};
+use crate::sync::{AtomicUsize, Mutex, Ordering, SegQueue};
 use crate::workers::Slot;
 use crate::SequenceHash;
 use wheel::TimerWheel;
@@ -26,6 +26,8 @@ pub(crate) struct Timer {
 pub(crate) struct Expiry {
     inbox: SegQueue<(u64, Timer)>,
     wheel: Mutex<Due>,
+    /// Batches taken and not yet walked (see [`Batch`]).
+    walking: AtomicUsize,
 }
 
 /// The wheel, and the timers it already found due that no sweeper has taken yet (a
@@ -33,6 +35,22 @@ pub(crate) struct Expiry {
 struct Due {
     wheel: TimerWheel<Timer>,
     ready: std::collections::VecDeque<(u64, Timer)>,
+}
+
+/// Due timers taken by one sweeper, with their deadlines, to walk; counted as in flight
+/// until dropped, so that [`Expiry::wait_for_batches`] can tell when every timer taken so
+/// far has been walked.
+pub(crate) struct Batch<'a> {
+    pub(crate) timers: Vec<(u64, Timer)>,
+    /// Whether due timers were left for the next batch.
+    pub(crate) more: bool,
+    walking: &'a AtomicUsize,
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.walking.fetch_sub(1, Ordering::Release);
+    }
 }
 
 impl Expiry {
@@ -46,6 +64,7 @@ impl Expiry {
                 wheel: TimerWheel::new(tick_nanos, ttl_nanos),
                 ready: std::collections::VecDeque::new(),
             }),
+            walking: AtomicUsize::new(0),
         }
     }
 
@@ -61,32 +80,41 @@ impl Expiry {
         self.inbox.len() + due.wheel.len() + due.ready.len()
     }
 
-    /// Moves queued timers into the wheel, advances it to `now_nanos`, and hands at most
-    /// `max` due timers, with their deadlines, to `fire`. Returns whether more due timers
-    /// are left. Concurrent calls take turns (the wheel's lock), so the callers see each
-    /// due timer exactly once.
-    pub(crate) fn take_due(
-        &self,
-        now_nanos: u64,
-        max: usize,
-        mut fire: impl FnMut(u64, Timer),
-    ) -> bool {
-        let mut due = self.wheel.lock();
+    /// Moves queued timers into the wheel, advances it to `now_nanos`, and takes at most
+    /// `max` due timers. Concurrent calls take turns (the wheel's lock), so each due timer
+    /// is taken exactly once. With `wait == false` this gives up (`None`) instead of
+    /// waiting for another thread holding the wheel.
+    pub(crate) fn take_due(&self, now_nanos: u64, max: usize, wait: bool) -> Option<Batch<'_>> {
+        let mut due = if wait {
+            self.wheel.lock()
+        } else {
+            self.wheel.try_lock()?
+        };
         let Due { wheel, ready } = &mut *due;
         while let Some((deadline, timer)) = self.inbox.pop() {
             wheel.schedule(deadline, timer);
         }
-        // Always advance: a batch left by a sweep that read an older clock must not hide
-        // what became due since.
+        // Always advance: a batch left by a sweeper that read an older clock must not
+        // hide what became due since.
         wheel.advance(now_nanos, |deadline, timer| {
             ready.push_back((deadline, timer))
         });
-        for _ in 0..max {
-            let Some((deadline, timer)) = ready.pop_front() else {
-                break;
-            };
-            fire(deadline, timer);
+        let take = max.min(ready.len());
+        let timers: Vec<_> = ready.drain(..take).collect();
+        // Counted before the wheel's lock is released: a sweeper that then finds nothing
+        // due and waits for the batches in flight sees this one.
+        self.walking.fetch_add(1, Ordering::Relaxed);
+        Some(Batch {
+            more: !ready.is_empty(),
+            timers,
+            walking: &self.walking,
+        })
+    }
+
+    /// Waits until every batch taken so far has been walked (dropped).
+    pub(crate) fn wait_for_batches(&self) {
+        while self.walking.load(Ordering::Acquire) > 0 {
+            crate::sync::yield_now();
         }
-        !ready.is_empty()
     }
 }

@@ -7,11 +7,13 @@
 //! (crossbeam-queue has no loom support), and the wheel's lock is loom's.
 //!
 //! Proves: the timer fires exactly once over all sweeps; a sweep that starts after the
-//! caller returned has the timer fired by the time it returns (by itself or by the other
-//! sweep); and the entry is reclaimed, never leaked by a timer that fired too early.
+//! caller returned has the timer fired and walked by the time it returns (by itself, or by
+//! the other sweep, whose batch it waits for); and the entry is reclaimed, never leaked by
+//! a timer that fired too early.
 //!
-//! Checked orderings: `take_due` drains the inbox while it holds the wheel lock, and a
-//! record pushes its timer only after its entry is in the tree.
+//! Checked orderings: `take_due` drains the inbox while it holds the wheel lock and counts
+//! its batch as in flight before releasing it, and a record pushes its timer only after its
+//! entry is in the tree.
 //!
 //! Can fail: with `--cfg loom_break="schedule_first"` (the timer is pushed before the
 //! entry is added) loom finds "the entry leaked": the walk ran before the entry existed.
@@ -42,10 +44,13 @@ struct World {
 impl World {
     /// `Inner::sweep`: walk from each due timer's leaf.
     fn sweep(&self) {
-        self.expiry.take_due(NOW, usize::MAX, |_, timer| {
+        let batch = self.expiry.take_due(NOW, usize::MAX, true).expect("waits");
+        for &(_, timer) in &batch.timers {
             self.fired.fetch_add(1, Ordering::Relaxed);
             walk(&self.shard, timer.slot, NOW, true, &epoch::pin());
-        });
+        }
+        drop(batch);
+        self.expiry.wait_for_batches(); // as `Engine::sweep`: batches others took too
     }
 
     /// `Inner::record`: add the entry, then hand the timer over.
