@@ -32,24 +32,33 @@
 //!   removing an entry take effect at one instant; a find that starts after a record
 //!   returned sees it (read your writes), on any thread.
 //! - **Exact expiry for reads:** an entry is live while `now < recorded_at + ttl` by the
-//!   index's [`Clock`]; reads check this themselves, so correctness never waits for the
-//!   sweeper, which only reclaims memory (within about `ttl + 2 * tick`).
+//!   index's [`Clock`] (any reading up to 2^64 - 1 ns; a TTL of about 146 years or more
+//!   means never); reads check this themselves, so correctness never waits for the
+//!   sweeper, which only reclaims memory (within about `ttl + 2 * tick`; recording callers
+//!   help when it falls further behind, so memory levels off while the CPU can sustain
+//!   the callers).
 //! - **Approximate across blocks:** a find reads blocks one after another without a
 //!   snapshot, so a find racing a record of the same prompt may see a prefix of it, and a
 //!   find racing an expiry may see it on some blocks and not others.
 //! - **`remove_worker`** is linearizable: finds that start after it returns never report
 //!   the worker, until a later record registers it again.
+//! - **Caps** hold exactly for one writer at a time; with concurrent writers entries may
+//!   exceed a cap by the blocks of the writes in flight, and never stay above it (except
+//!   by exact entries, which are never evicted).
 //! - [`stats`](ApproxKvIndexer::stats) and [`dump_events`](ApproxKvIndexer::dump_events)
 //!   are not snapshots: they read shard after shard while callers run.
 //!
 //! ## Beyond the basics
 //! - **Bounded memory:** [`Builder::max_blocks_per_worker`] and [`Builder::max_entries`]
-//!   evict least recently recorded decisions, deepest blocks first; with
-//!   `ttl(Duration::MAX)` the index mirrors each worker's LRU cache (capacity-only mode).
+//!   evict least recently recorded decisions, deepest blocks first, whatever the number of
+//!   workers; with `ttl(Duration::MAX)` the index mirrors each worker's LRU cache
+//!   (capacity-only mode).
 //! - **Data-parallel ranks:** `ApproxKvIndexer<WorkerWithDpRank>` ([`WorkerWithDpRank`]).
 //! - **LoRA and tenant isolation:** [`HashSalt`] and the `*_salted` calls.
-//! - **Exact KV events** alongside the approximation: [`ApproxKvIndexer::apply_event`].
-//! - **Snapshot and restore** keeping TTLs: [`ApproxKvIndexer::snapshot`], [`Snapshot`].
+//! - **Exact KV events** alongside the approximation, from engines with block hashes of
+//!   their own: [`ApproxKvIndexer::apply_event`].
+//! - **Snapshot and restore** keeping TTLs and eviction order: [`ApproxKvIndexer::snapshot`],
+//!   [`Snapshot`]; or replay [`ApproxKvIndexer::dump_events`] through `apply_event`.
 //! - **Observability:** [`ApproxKvIndexer::stats`]; with the `metrics` feature, the same as
 //!   `metrics` gauges and counters.
 //!
