@@ -23,18 +23,7 @@ fn capped_on(
     ttl: Duration,
     clock: Arc<ManualClock>,
 ) -> ApproxKvIndexer {
-    let mut b = ApproxKvIndexer::builder()
-        .block_size(1)
-        .ttl(ttl)
-        .clock(clock)
-        .background_sweeper(false);
-    if let Some(n) = per_worker {
-        b = b.max_blocks_per_worker(n);
-    }
-    if let Some(n) = total {
-        b = b.max_entries(n);
-    }
-    b.build().unwrap()
+    common::capped_on(&clock, ttl, per_worker, total)
 }
 
 #[test]

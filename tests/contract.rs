@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approx_kv_index::*;
-use common::tokens;
+use common::{capped_on, tokens};
 
 /// A manual-clock index (no background sweeper) with block size 1 and the given caps.
 fn index_with(
@@ -16,29 +16,7 @@ fn index_with(
     total: Option<usize>,
 ) -> (ApproxKvIndexer, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new());
-    (index_on(&clock, ttl, per_worker, total), clock)
-}
-
-/// As [`index_with`], on a given clock.
-fn index_on(
-    clock: &Arc<ManualClock>,
-    ttl: Duration,
-    per_worker: Option<usize>,
-    total: Option<usize>,
-) -> ApproxKvIndexer {
-    let mut b = ApproxKvIndexer::builder()
-        .block_size(1)
-        .ttl(ttl)
-        .tick(Duration::from_millis(10))
-        .clock(clock.clone())
-        .background_sweeper(false);
-    if let Some(cap) = per_worker {
-        b = b.max_blocks_per_worker(cap);
-    }
-    if let Some(cap) = total {
-        b = b.max_entries(cap);
-    }
-    b.build().unwrap()
+    (capped_on(&clock, ttl, per_worker, total), clock)
 }
 
 fn score(index: &ApproxKvIndexer, tokens: &[u32], worker: WorkerId) -> u32 {
@@ -114,7 +92,7 @@ fn restore_keeps_the_eviction_order() {
     for ttl in [Duration::from_secs(60), Duration::MAX] {
         let (original, clock) = index_with(ttl, Some(4), None);
         original.process_routing_decision_for_request(&[1, 2, 3, 4], 0);
-        let restored = index_on(&clock, ttl, Some(4), None);
+        let restored = capped_on(&clock, ttl, Some(4), None);
         restored.restore(&original.snapshot()).unwrap();
         for index in [&original, &restored] {
             index.process_routing_decision_for_request(&[9], 0);
@@ -157,7 +135,7 @@ fn replaying_a_dump_rebuilds_the_state_with_its_ttls() {
     clock.advance(Duration::from_secs(4));
     original.process_routing_decision_for_request(&[1, 2, 7], 1);
     original.apply_event(&stored_event(2, None, &[(5, 5)]));
-    let replayed = index_on(&clock, ttl, None, None);
+    let replayed = capped_on(&clock, ttl, None, None);
     for event in original.dump_events() {
         replayed.apply_event(&event);
     }

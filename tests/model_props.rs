@@ -338,31 +338,6 @@ proptest! {
     }
 }
 
-/// A capped index on a manual clock, without background sweeper.
-fn capped(
-    block_size: u32,
-    ttl: u64,
-    per_worker: Option<usize>,
-    total: Option<usize>,
-) -> (
-    approx_kv_index::ApproxKvIndexer,
-    std::sync::Arc<approx_kv_index::ManualClock>,
-) {
-    let clock = std::sync::Arc::new(approx_kv_index::ManualClock::new());
-    let mut b = approx_kv_index::ApproxKvIndexer::builder()
-        .block_size(block_size)
-        .ttl(Duration::from_nanos(ttl))
-        .clock(clock.clone())
-        .background_sweeper(false);
-    if let Some(cap) = per_worker {
-        b = b.max_blocks_per_worker(cap);
-    }
-    if let Some(cap) = total {
-        b = b.max_entries(cap);
-    }
-    (b.build().unwrap(), clock)
-}
-
 /// Found by the caps property test: an eviction that stops for lack of budget removes
 /// the deepest blocks of a decision and keeps the rest; the decision's timer then starts
 /// its walk at the leaf node, which is gone, and stops at once, while the log entry that
@@ -371,12 +346,24 @@ fn capped(
 #[test]
 fn caps_do_not_leak_partly_evicted_decisions() {
     for (per_worker, total) in [(None, Some(1)), (Some(1), None)] {
-        let (index, clock) = capped(1, 1_000, per_worker, total);
-        index.process_routing_decision_for_request(&[1, 2], 0); // 2 blocks over a cap of 1
-        assert_eq!(index.stats().entries, 1);
-        clock.advance(Duration::from_nanos(1_000));
-        index.sweep_expired();
-        let stats = index.stats();
+        let mut h = Harness::with(Settings {
+            block_size: 1,
+            ttl: Duration::from_nanos(1_000),
+            tick: Duration::from_nanos(10),
+            background: false,
+            max_blocks_per_worker: per_worker,
+            max_entries: total,
+        });
+        // 2 blocks over a cap of 1
+        h.apply(&Op::Record {
+            worker: 0,
+            tokens: vec![1, 2],
+            salt: 0,
+        });
+        assert_eq!(h.index.stats().entries, 1);
+        h.apply(&Op::Advance(1_000));
+        h.apply(&Op::Sweep);
+        let stats = h.index.stats();
         assert_eq!((stats.entries, stats.nodes), (0, 0), "{stats:?}");
     }
 }

@@ -20,6 +20,27 @@ pub fn manual_index(block_size: u32, ttl: Duration) -> (ApproxKvIndexer, Arc<Man
     (index, clock)
 }
 
+/// A block-size-1 index on `clock` with no background sweeper and the given caps.
+pub fn capped_on(
+    clock: &Arc<ManualClock>,
+    ttl: Duration,
+    per_worker: Option<usize>,
+    total: Option<usize>,
+) -> ApproxKvIndexer {
+    let mut b = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(ttl)
+        .clock(clock.clone())
+        .background_sweeper(false);
+    if let Some(cap) = per_worker {
+        b = b.max_blocks_per_worker(cap);
+    }
+    if let Some(cap) = total {
+        b = b.max_entries(cap);
+    }
+    b.build().expect("valid config")
+}
+
 /// Threads of this process (Linux), for leak checks.
 pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
