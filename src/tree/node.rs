@@ -45,10 +45,11 @@ impl Holder {
         }
     }
 
-    /// Whether the entry reports the block as held at `now`.
+    /// Whether the entry reports the block as held at `now` (the expiry first: the exact
+    /// flag is read only for entries whose approximate claim has ended).
     #[inline]
     pub(crate) fn live_at(&self, now: u64) -> bool {
-        self.claim().live(now)
+        self.expiry.load(Ordering::Acquire) > now || self.exact.load(Ordering::Acquire)
     }
 
     /// The current claim.
