@@ -17,8 +17,9 @@ pub(crate) struct Sweeper {
 impl Sweeper {
     /// Starts a thread that calls `sweep` every `tick` until stopped. If the operating
     /// system refuses a thread, the sweeper holds none ([`is_running`](Self::is_running)
-    /// is false) and the index works without background reclamation: `sweep_expired`
-    /// reclaims, and recording callers do not help (they help a sweeper that runs).
+    /// is false) and the index works without a background thread: recording callers find
+    /// the last sweep ever older and reclaim what is due themselves, and `sweep_expired`
+    /// reclaims on demand.
     pub(crate) fn spawn(tick: Duration, mut sweep: impl FnMut() + Send + 'static) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
