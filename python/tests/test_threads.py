@@ -1,12 +1,16 @@
 """Many Python threads share one index: every thread reads its own writes and sees the
-other threads' decisions once they are done; counters add up. (That calls run in
-parallel without the GIL is measured by python/bench/overhead.py, not timed here.)"""
+other threads' decisions once they are done; counters add up; and each call releases the
+GIL (another thread runs during it). Throughput is measured by python/bench/overhead.py,
+not timed here."""
 
+import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
-from approx_kv_index import ApproxKvIndexer
+from approx_kv_index import ApproxKvIndexer, compute_block_hashes
 
 THREADS = 8
 PROMPTS = 200
@@ -64,3 +68,32 @@ def test_removing_workers_while_others_route():
     with ThreadPoolExecutor(4) as pool:
         last = list(pool.map(churn, range(4)))
     assert last == [None, 16, 16, 16]  # worker 0 removed itself after each record
+
+
+@pytest.mark.parametrize("call", ["find", "record", "compute_block_hashes"])
+def test_calls_release_the_gil(call):
+    """With forced GIL switches off, a waiting thread can only run while the main thread
+    releases the GIL of its own accord: inside the call. Without the release it never
+    runs (the assertion fails, nothing hangs); with it, it runs within a few calls."""
+    index = ApproxKvIndexer(block_size=64, ttl=600.0)
+    tokens = np.arange(1 << 20, dtype=np.uint32)
+    calls = {
+        "find": lambda: index.find(tokens),
+        "record": lambda: index.record(tokens, 1),
+        "compute_block_hashes": lambda: compute_block_hashes(tokens, 64),
+    }[call]
+    ran, go = [], threading.Event()
+    waiter = threading.Thread(target=lambda: (go.wait(), ran.append(True)))
+    waiter.start()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        go.set()  # the waiter now wants the GIL; only a release in the call lets it in
+        for attempt in range(1000):
+            calls()
+            if ran:
+                break
+        assert ran, f"no other thread ran during 1000 calls of {call}"
+    finally:
+        sys.setswitchinterval(interval)
+        waiter.join()
