@@ -1,0 +1,82 @@
+"""Type stubs of the ``approx_kv_index`` extension module (see docs/python.md)."""
+
+from collections.abc import Iterable
+
+from typing_extensions import Buffer as _Buffer  # only for type checkers
+
+Tokens = Iterable[int] | _Buffer
+"""A prompt's tokens: any iterable of ints from 0 to 2**32 - 1, a buffer of uint32
+(NumPy ``uint32`` array, ``array('I')``), or bytes of native-endian 4-byte tokens."""
+
+class ApproxKvIndexer:
+    """An approximate index of which worker probably caches which prompt prefix, learned
+    from the router's own decisions. Share one between threads: every call releases the
+    GIL while it runs. Keys are ``(worker, dp_rank)``; ``find`` merges a worker's ranks."""
+
+    def __init__(
+        self,
+        block_size: int = 64,
+        ttl: float | None = 120.0,
+        tick: float = 0.1,
+        max_blocks_per_worker: int | None = None,
+        max_entries: int | None = None,
+    ) -> None:
+        """``block_size`` tokens per block (the engines' page size); ``ttl`` seconds a
+        recorded block stays "probably cached" (``None`` or ``inf``: never, for a
+        capacity-only index); ``tick`` seconds between sweeps that reclaim memory;
+        ``max_blocks_per_worker`` and ``max_entries`` cap the index (LRU eviction).
+        Raises ``ValueError`` for a zero or negative setting."""
+
+    @property
+    def block_size(self) -> int:
+        """Tokens per block."""
+
+    @property
+    def ttl(self) -> float | None:
+        """The TTL in seconds, or ``None`` for never."""
+
+    def record(
+        self, tokens: Tokens, worker: int, dp_rank: int = 0, lora: str | None = None
+    ) -> None:
+        """Record that ``worker`` (rank ``dp_rank``) was chosen for ``tokens``: its full
+        blocks become "probably cached" there for one TTL. ``lora`` salts the hashes."""
+
+    def find(self, tokens: Tokens, lora: str | None = None) -> dict[int, int]:
+        """``{worker: leading blocks of tokens it probably holds}`` (the best of its
+        ranks); workers with none are absent."""
+
+    def find_with_sizes(
+        self, tokens: Tokens, lora: str | None = None
+    ) -> tuple[dict[int, int], dict[int, int]]:
+        """``(scores, tree_sizes)``: ``find``'s scores, and the blocks each of those
+        workers holds in the whole index (summed over its ranks)."""
+
+    def find_ranks(
+        self, tokens: Tokens, lora: str | None = None
+    ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+        """As ``find_with_sizes``, keyed by ``(worker, dp_rank)``."""
+
+    def remove_worker(self, worker: int, dp_rank: int | None = None) -> None:
+        """Forget ``worker`` (every rank, or only ``dp_rank``); unknown ids are ignored."""
+
+    def stats(self) -> dict[str, int]:
+        """entries, nodes, workers, records, finds, expirations, caller_expirations,
+        evictions, rejected_events, pending_timers, estimated_bytes."""
+
+    def snapshot(self) -> bytes:
+        """The live state with each entry's remaining TTL (versioned, checksummed)."""
+
+    def restore(self, data: _Buffer) -> None:
+        """Load a ``snapshot()``; ``ValueError`` if it is not one, is corrupt, or has
+        another block size."""
+
+def compute_block_hashes(
+    tokens: Tokens,
+    block_size: int,
+    lora: str | None = None,
+    cache_namespace: str | None = None,
+) -> list[int]:
+    """The local hash of each full block of ``tokens``, bit for bit Dynamo's."""
+
+def compute_seq_hashes(block_hashes: Iterable[int]) -> list[int]:
+    """Chain local block hashes into sequence hashes, as Dynamo does."""

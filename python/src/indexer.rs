@@ -1,0 +1,225 @@
+//! The `ApproxKvIndexer` Python class: the Rust index keyed by (worker, data-parallel rank).
+//! Every method converts its arguments first, then releases the GIL while the index runs.
+
+use approx_kv_index::{ApproxKvIndexer, HashSalt, OverlapScores, Snapshot, WorkerWithDpRank};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::args::{capacity, positive_seconds, u32_arg, u64_arg};
+use crate::hashing::block_size_arg;
+use crate::scores::{by_rank, by_worker, Merge};
+use crate::tokens::tokens;
+
+type Index = ApproxKvIndexer<WorkerWithDpRank>;
+
+/// The block size when none is given: 64 tokens (the Rust builder's default is 16).
+const DEFAULT_BLOCK_SIZE: u32 = 64;
+
+/// An approximate index of which worker probably caches which prompt prefix, learned from
+/// the router's own decisions (see the module docs). Thread-safe: share one index between
+/// threads; every call releases the GIL while it runs.
+#[pyclass(frozen, name = "ApproxKvIndexer", module = "approx_kv_index")]
+pub(crate) struct PyIndexer {
+    index: Index,
+    ttl: Option<f64>,
+}
+
+#[pymethods]
+impl PyIndexer {
+    #[new]
+    #[pyo3(signature = (block_size=None, ttl=Some(120.0), tick=0.1, max_blocks_per_worker=None, max_entries=None))]
+    fn new(
+        block_size: Option<&Bound<'_, PyAny>>,
+        ttl: Option<f64>,
+        tick: f64,
+        max_blocks_per_worker: Option<&Bound<'_, PyAny>>,
+        max_entries: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let mut builder = ApproxKvIndexer::builder()
+            .block_size(block_size.map_or(Ok(DEFAULT_BLOCK_SIZE), block_size_arg)?)
+            .ttl(crate::args::ttl(ttl)?)
+            .tick(positive_seconds(tick, "tick")?);
+        if let Some(n) = capacity(max_blocks_per_worker, "max_blocks_per_worker")? {
+            builder = builder.max_blocks_per_worker(n);
+        }
+        if let Some(n) = capacity(max_entries, "max_entries")? {
+            builder = builder.max_entries(n);
+        }
+        let index = builder
+            .build_for::<WorkerWithDpRank>()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let ttl = ttl.filter(|s| s.is_finite());
+        Ok(Self { index, ttl })
+    }
+
+    /// Tokens per block.
+    #[getter]
+    fn block_size(&self) -> u32 {
+        self.index.block_size()
+    }
+
+    /// The TTL in seconds, or None for never.
+    #[getter]
+    fn ttl(&self) -> Option<f64> {
+        self.ttl
+    }
+
+    /// Records that `worker` (rank `dp_rank`) was chosen for a prompt of `tokens`: its full
+    /// blocks become "probably cached" there for one TTL. `lora` salts the hashes, so the
+    /// blocks only match finds with the same `lora`.
+    #[pyo3(signature = (tokens, worker, dp_rank=None, lora=None))]
+    fn record(
+        &self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        worker: &Bound<'_, PyAny>,
+        dp_rank: Option<&Bound<'_, PyAny>>,
+        lora: Option<&str>,
+    ) -> PyResult<()> {
+        let rank = dp_rank.map_or(Ok(0), |r| u32_arg(r, || "dp_rank".to_owned()))?;
+        let key = WorkerWithDpRank::new(u64_arg(worker, || "worker".to_owned())?, rank);
+        let tokens = self::tokens(tokens)?;
+        let salt = HashSalt::new(lora, None);
+        py.detach(|| {
+            self.index
+                .process_routing_decision_for_request_salted(&tokens, key, salt)
+        });
+        Ok(())
+    }
+
+    /// For each worker that probably holds a prefix of `tokens`, how many leading blocks
+    /// (the best of its ranks). Workers with none are absent.
+    #[pyo3(signature = (tokens, lora=None))]
+    fn find(
+        &self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        lora: Option<&str>,
+    ) -> PyResult<Py<PyDict>> {
+        let found = self.scores(py, tokens, lora)?;
+        by_worker(py, &found.scores, Merge::Max)
+    }
+
+    /// As `find`, with the tree sizes: `(scores, tree_sizes)`, where `tree_sizes[w]` is the
+    /// blocks worker `w` holds in the whole index (summed over its ranks).
+    #[pyo3(signature = (tokens, lora=None))]
+    fn find_with_sizes(
+        &self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        lora: Option<&str>,
+    ) -> PyResult<(Py<PyDict>, Py<PyDict>)> {
+        let found = self.scores(py, tokens, lora)?;
+        Ok((
+            by_worker(py, &found.scores, Merge::Max)?,
+            by_worker(py, &found.tree_sizes, Merge::Sum)?,
+        ))
+    }
+
+    /// As `find_with_sizes`, keyed by `(worker, dp_rank)`: each rank is a cache of its own.
+    #[pyo3(signature = (tokens, lora=None))]
+    fn find_ranks(
+        &self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        lora: Option<&str>,
+    ) -> PyResult<(Py<PyDict>, Py<PyDict>)> {
+        let found = self.scores(py, tokens, lora)?;
+        Ok((by_rank(py, &found.scores)?, by_rank(py, &found.tree_sizes)?))
+    }
+
+    /// Forgets `worker`: every rank of it, or only `dp_rank` when given. No find reports it
+    /// until it is recorded again. Unknown workers are ignored.
+    #[pyo3(signature = (worker, dp_rank=None))]
+    fn remove_worker(
+        &self,
+        py: Python<'_>,
+        worker: &Bound<'_, PyAny>,
+        dp_rank: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let worker = u64_arg(worker, || "worker".to_owned())?;
+        match dp_rank.filter(|r| !r.is_none()) {
+            None => py.detach(|| self.index.remove_worker(worker)),
+            Some(rank) => {
+                let key = WorkerWithDpRank::new(worker, u32_arg(rank, || "dp_rank".to_owned())?);
+                py.detach(|| self.index.remove_worker_key(key));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sizes and counters, as a dict of ints: entries, nodes, workers, records, finds,
+    /// expirations, caller_expirations, evictions, rejected_events, pending_timers,
+    /// estimated_bytes. Approximate while other threads call the index.
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let s = py.detach(|| self.index.stats());
+        let dict = PyDict::new(py);
+        let counts: [(&str, u64); 11] = [
+            ("entries", s.entries as u64),
+            ("nodes", s.nodes as u64),
+            ("workers", s.workers as u64),
+            ("records", s.records),
+            ("finds", s.finds),
+            ("expirations", s.expirations),
+            ("caller_expirations", s.caller_expirations),
+            ("evictions", s.evictions),
+            ("rejected_events", s.rejected_events),
+            ("pending_timers", s.pending_timers as u64),
+            ("estimated_bytes", s.estimated_bytes as u64),
+        ];
+        for (name, value) in counts {
+            dict.set_item(name, value)?;
+        }
+        Ok(dict.unbind())
+    }
+
+    /// The live state with each entry's remaining TTL, in the crate's versioned,
+    /// checksummed binary format: `restore` it into a fresh index after a restart.
+    fn snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let bytes = py.detach(|| self.index.snapshot().to_bytes());
+        PyBytes::new(py, &bytes)
+    }
+
+    /// Loads a `snapshot()` (bytes-like): each entry comes back with the TTL it had left,
+    /// merged with what the index holds. Raises ValueError for bytes that are not a
+    /// snapshot, are corrupt, or come from an index of another block size.
+    fn restore(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = pyo3::buffer::PyBuffer::<u8>::get(data)
+            .map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "restore takes bytes from snapshot(), not {}",
+                    crate::args::type_name(data)
+                ))
+            })?
+            .to_vec(py)?;
+        py.detach(|| {
+            let snapshot = Snapshot::from_bytes(&bytes)?;
+            self.index.restore(&snapshot)
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ApproxKvIndexer(block_size={}, ttl={})",
+            self.index.block_size(),
+            self.ttl
+                .map_or_else(|| "None".to_owned(), |s| s.to_string())
+        )
+    }
+}
+
+impl PyIndexer {
+    /// Reads `tokens`, then finds without the GIL.
+    fn scores(
+        &self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        lora: Option<&str>,
+    ) -> PyResult<OverlapScores<WorkerWithDpRank>> {
+        let tokens = self::tokens(tokens)?;
+        let salt = HashSalt::new(lora, None);
+        Ok(py.detach(|| self.index.find_matches_for_request_salted(&tokens, salt)))
+    }
+}
