@@ -31,6 +31,8 @@ mod codec;
 mod decision;
 mod lag;
 mod queue;
+#[cfg(feature = "redis")]
+pub mod redis;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
