@@ -75,7 +75,7 @@
 //! on, and no serde, CLI or plotting crate.
 //! - **`serde`**: `Serialize`/`Deserialize` for [`Snapshot`], [`SnapshotEntry`],
 //!   [`LocalBlockHash`] and [`SequenceHash`] (the binary snapshot format needs no feature).
-//! - **`redis`**: [`replication::redis`], sharing decisions between router replicas
+//! - **`redis`**: `replication::redis` (`RedisSync`), sharing decisions between router replicas
 //!   through a Redis stream, on the `redis` crate's synchronous API (same MSRV, 1.80).
 //! - **`metrics`**: `ApproxKvIndexer::publish_metrics`, and the sweeper publishes
 //!   [`IndexStats`] through the `metrics` crate every tick.

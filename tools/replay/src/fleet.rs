@@ -7,12 +7,10 @@
 //!   each index's outbox, applied with `apply_decision`), each visible to the other
 //!   replicas `delay` of trace time after it was taken; the in-flight load of a request
 //!   travels with its decision.
-//! - `redis`: the decisions go through a real Redis server ([`RedisSync`], one per
+//! - `redis`: the decisions go through a real Redis server (`RedisSync`, one per
 //!   replica); after each request the replay waits until every replica applied every
 //!   other's decision (trace time does not move meanwhile), and in-flight loads travel
 //!   with no delay.
-//!
-//! [`RedisSync`]: approx_kv_index::replication::redis::RedisSync
 
 use std::sync::Arc;
 use std::time::Duration;
