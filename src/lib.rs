@@ -76,7 +76,8 @@
 //! - **`serde`**: `Serialize`/`Deserialize` for [`Snapshot`], [`SnapshotEntry`],
 //!   [`LocalBlockHash`] and [`SequenceHash`] (the binary snapshot format needs no feature).
 //! - **`redis`**: `replication::redis` (`RedisSync`), sharing decisions between router replicas
-//!   through a Redis stream, on the `redis` crate's synchronous API (same MSRV, 1.80).
+//!   through a Redis stream, on the `redis` crate's synchronous API (MSRV: 1.88 with today's
+//!   dependency resolution, see the README).
 //! - **`metrics`**: `ApproxKvIndexer::publish_metrics`, and the sweeper publishes
 //!   [`IndexStats`] through the `metrics` crate every tick.
 //!
