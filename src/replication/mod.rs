@@ -10,6 +10,10 @@
 //! The crate's transport is Redis Streams (the `redis` feature); any other can carry
 //! [`Decision::encode`]'s bytes.
 //!
+//! Only the approximate side is shared: exact KV events
+//! ([`apply_event`](crate::ApproxKvIndexer::apply_event)) come from the engines, which
+//! every replica can subscribe to itself.
+//!
 //! ```
 //! use approx_kv_index::ApproxKvIndexer;
 //! use approx_kv_index::replication::{Applied, Decision};

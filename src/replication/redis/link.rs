@@ -98,6 +98,36 @@ impl Link {
         self.conn = None;
         self.reconnects.fetch_add(1, Relaxed);
         stop.pause(self.backoff);
-        self.backoff = (self.backoff * 2).min(self.config.backoff_max);
+        // At least 1 ms, so zero settings cannot spin on a dead server.
+        let floor = Duration::from_millis(1);
+        self.backoff = (self.backoff * 2).clamp(floor, self.config.backoff_max.max(floor));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_within_its_bounds_and_never_spins() {
+        let client = redis::Client::open("redis://127.0.0.1:1").unwrap();
+        let mut config = RedisConfig::new("redis://127.0.0.1:1");
+        config.backoff_min = Duration::ZERO;
+        config.backoff_max = Duration::from_millis(4);
+        let reconnects = std::sync::Arc::new(AtomicU64::new(0));
+        let mut link = Link::new(client, &config, Duration::from_secs(1), reconnects.clone());
+        let stop = Stop::default();
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            link.failed(&stop);
+            seen.push(link.backoff);
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(seen, [ms(1), ms(2), ms(4), ms(4)]);
+        assert_eq!(reconnects.load(Relaxed), 4);
+        link.worked();
+        assert_eq!(link.backoff, Duration::ZERO);
+        stop.stop();
+        assert!(stop.pause(Duration::from_secs(3600))); // a stop ends any pause at once
     }
 }
