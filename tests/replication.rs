@@ -279,3 +279,21 @@ proptest! {
 fn a_foreign_stream_entry_is_an_error() {
     assert_eq!(Decision::decode(b""), Err(DecodeError::NotADecision));
 }
+
+#[test]
+fn a_replica_restarted_with_its_id_gets_its_old_decisions_back() {
+    let c = clock();
+    let before = replica(1, &c);
+    before.process_routing_decision_for_request(&[1, 2], 5);
+    let retained = drain(&before); // what a stream would replay
+    drop(before);
+    c.advance(Duration::from_secs(1));
+    let after = replica(1, &c); // same id, numbered from its own start
+    after.process_routing_decision_for_request(&[7], 5);
+    for d in retained.iter().chain(&drain(&after)) {
+        after.apply_decision(d);
+    }
+    assert_eq!(score(&after, &[1, 2], 5), Some(2));
+    let s = after.replication_stats();
+    assert_eq!(s.applied, 1); // the old decision; its own new one is skipped
+}

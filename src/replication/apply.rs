@@ -16,7 +16,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// the future counts as taken now; one a TTL old or more is skipped), under the same
     /// caps as local decisions; removals remove. Idempotent: a decision whose sequence
     /// number is not above every one applied from its origin is skipped, as are this
-    /// replica's own. Blocks are placed by the chain of their tokens hashes (as
+    /// replica's own (those it took since it was built: a replica restarted with the same
+    /// [`replica_id`](crate::Builder::replica_id) applies what it decided before, as
+    /// replayed by a transport). Blocks are placed by the chain of their tokens hashes (as
     /// [`compute_seq_hashes`](crate::compute_seq_hashes)), which is what finds look up.
     ///
     /// Decisions of one origin are applied one at a time; apply them in their order.
@@ -46,7 +48,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// ```
     pub fn apply_decision(&self, decision: &Decision) -> Applied {
         let r = &self.replication;
-        if decision.origin == r.origin {
+        if decision.origin == r.origin && decision.seq >= r.first_seq {
             return Applied::OwnOrigin;
         }
         let mut applied = r.applied_seq.lock();

@@ -58,7 +58,7 @@ pub enum Applied {
     /// Not above the highest sequence number applied from its origin: already applied
     /// (or older than one that was).
     Duplicate,
-    /// This replica's own decision.
+    /// This replica's own decision (taken since this index was built).
     OwnOrigin,
     /// Taken a TTL or more ago: its entries would already have expired.
     Expired,
@@ -97,6 +97,9 @@ pub(crate) struct Replication {
     origin: ReplicaId,
     wall: Arc<dyn Clock>,
     next_seq: AtomicU64,
+    /// The first sequence number of this incarnation: decisions of this origin numbered
+    /// below it were taken before a restart, and are applied like anyone's.
+    first_seq: u64,
     outbox: Option<Outbox>,
     shared: AtomicU64,
     /// The highest sequence number applied, per origin; held while applying, so one
@@ -118,6 +121,7 @@ impl Replication {
             // Numbered from the start time, so a restarted replica keeping its id goes on
             // above its old numbers (unless it took more than one decision a nanosecond).
             next_seq: AtomicU64::new(started),
+            first_seq: started,
             outbox: b.share_decisions.map(Outbox::new),
             shared: AtomicU64::new(0),
             applied_seq: Default::default(),
