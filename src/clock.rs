@@ -48,6 +48,29 @@ impl Clock for SystemClock {
     }
 }
 
+/// Wall-clock time: the time since the Unix epoch ([`SystemTime`](std::time::SystemTime)).
+///
+/// Replicas date their shared decisions with it (see
+/// [`Builder::wall_clock`](crate::Builder::wall_clock)), since their monotonic clocks have
+/// origins of their own. Unlike the [`Clock`] contract, it may step back when the system
+/// time is set; receivers clamp decisions dated in their future to now. A system time
+/// before 1970 reads as zero.
+///
+/// ```
+/// use approx_kv_index::{Clock, UnixClock};
+/// assert!(UnixClock.now().as_secs() > 1_600_000_000); // after September 2020
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnixClock;
+
+impl Clock for UnixClock {
+    fn now(&self) -> Duration {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    }
+}
+
 /// A clock that moves only when told to: for tests, fuzzing and simulations.
 ///
 /// Share it with the index through an [`Arc`](std::sync::Arc) and keep a handle to advance it.

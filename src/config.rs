@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock, UnixClock};
 use crate::error::ConfigError;
 use crate::{ApproxKvIndexer, WorkerId, WorkerKey};
 
@@ -25,6 +25,9 @@ pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 /// | [`background_sweeper`](Builder::background_sweeper) | `true` | run the sweeper thread |
 /// | [`max_blocks_per_worker`](Builder::max_blocks_per_worker) | none | cap on each worker's stored blocks (its KV cache size) |
 /// | [`max_entries`](Builder::max_entries) | none | cap on all stored (block, worker) entries |
+/// | [`replica_id`](Builder::replica_id) | random | this router replica's id among those sharing decisions |
+/// | [`share_decisions`](Builder::share_decisions) | off | queue local decisions for other replicas (outbox capacity) |
+/// | [`wall_clock`](Builder::wall_clock) | [`UnixClock`] | dates shared decisions |
 ///
 /// ```
 /// use std::time::Duration;
@@ -47,6 +50,9 @@ pub struct Builder {
     pub(crate) background_sweeper: bool,
     pub(crate) max_blocks_per_worker: Option<usize>,
     pub(crate) max_entries: Option<usize>,
+    pub(crate) replica_id: Option<u64>,
+    pub(crate) share_decisions: Option<usize>,
+    pub(crate) wall_clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -58,6 +64,8 @@ impl std::fmt::Debug for Builder {
             .field("background_sweeper", &self.background_sweeper)
             .field("max_blocks_per_worker", &self.max_blocks_per_worker)
             .field("max_entries", &self.max_entries)
+            .field("replica_id", &self.replica_id)
+            .field("share_decisions", &self.share_decisions)
             .finish_non_exhaustive()
     }
 }
@@ -72,6 +80,9 @@ impl Default for Builder {
             background_sweeper: true,
             max_blocks_per_worker: None,
             max_entries: None,
+            replica_id: None,
+            share_decisions: None,
+            wall_clock: Arc::new(UnixClock),
         }
     }
 }
@@ -169,6 +180,41 @@ impl Builder {
     /// ```
     pub fn max_entries(mut self, entries: usize) -> Self {
         self.max_entries = Some(entries);
+        self
+    }
+
+    /// This router replica's id among replicas sharing decisions (see
+    /// [`replication`](crate::replication)); by default a random one. Decisions from this
+    /// id are never applied here, so give every replica its own.
+    pub fn replica_id(mut self, id: u64) -> Self {
+        self.replica_id = Some(id);
+        self
+    }
+
+    /// Shares this replica's decisions: every local routing decision and worker removal
+    /// is also queued, without waiting, as a [`Decision`](crate::replication::Decision) in
+    /// an [`Outbox`](crate::replication::Outbox) of `capacity` decisions, for a transport
+    /// to publish. When the outbox is full the decision is dropped (and counted); the
+    /// local index has it all the same.
+    ///
+    /// ```
+    /// use approx_kv_index::ApproxKvIndexer;
+    /// let index = ApproxKvIndexer::builder().share_decisions(4096).build()?;
+    /// index.process_routing_decision_for_request(&[0; 32], 1);
+    /// assert_eq!(index.outbox().unwrap().len(), 1);
+    /// # Ok::<(), approx_kv_index::ConfigError>(())
+    /// ```
+    pub fn share_decisions(mut self, capacity: usize) -> Self {
+        self.share_decisions = Some(capacity);
+        self
+    }
+
+    /// The wall clock (time since the Unix epoch) that dates shared decisions and ages
+    /// received ones; [`UnixClock`] by default, a [`ManualClock`](crate::ManualClock) in
+    /// tests. Replicas' wall clocks should agree (NTP): a decision dated in the receiver's
+    /// future counts as taken now.
+    pub fn wall_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.wall_clock = clock;
         self
     }
 

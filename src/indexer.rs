@@ -10,6 +10,7 @@ use crate::error::RecordError;
 use crate::events::RouterEvent;
 use crate::expiry::sweeper::Sweeper;
 use crate::hash::{compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt};
+use crate::replication::{Action, Replication};
 use crate::scores::OverlapScores;
 use crate::stats::IndexStats;
 use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
@@ -58,8 +59,9 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 /// assert!(index.find_matches_for_request(&prompt).scores.is_empty());
 /// ```
 pub struct ApproxKvIndexer<W: WorkerKey = WorkerId> {
-    inner: Arc<Engine>,
+    pub(crate) inner: Arc<Engine>,
     sweeper: Sweeper,
+    pub(crate) replication: Box<Replication>,
     key: std::marker::PhantomData<fn(W) -> W>,
 }
 
@@ -106,6 +108,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             Sweeper::none()
         };
         Self {
+            replication: Box::new(Replication::new(&b)),
             inner,
             sweeper,
             key: std::marker::PhantomData,
@@ -150,7 +153,19 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     ) {
         let local = compute_block_hash_for_seq_salted(tokens, self.inner.block_size, salt);
         let seq = compute_seq_hashes(&local);
-        self.inner.record(worker, &local, &seq);
+        self.record(worker, &local, &seq);
+    }
+
+    /// Records a local decision, and shares it when decisions are shared.
+    fn record(&self, worker: W, local: &[LocalBlockHash], seq: &[SequenceHash]) {
+        self.inner.record(worker, local, seq);
+        if !local.is_empty() {
+            self.replication.share(|| Action::Route {
+                worker_id: worker.worker_id(),
+                dp_rank: worker.dp_rank(),
+                blocks: local[..local.len().min(crate::replication::MAX_BLOCKS)].to_vec(),
+            });
+        }
     }
 
     /// Records a decision from precomputed hashes (as
@@ -180,7 +195,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             });
         }
         self.inner.tree.check_chain(local, seq);
-        self.inner.record(worker, local, seq);
+        self.record(worker, local, seq);
         Ok(())
     }
 
@@ -291,6 +306,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// ```
     pub fn remove_worker(&self, worker: WorkerId) {
         self.inner.workers.remove(worker);
+        let action = || Action::RemoveWorker { worker_id: worker };
+        self.replication.share(action);
     }
 
     /// Forgets one key: for [`WorkerWithDpRank`](crate::WorkerWithDpRank), one rank of a
@@ -298,6 +315,10 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// [`remove_worker`](Self::remove_worker).
     pub fn remove_worker_key(&self, worker: W) {
         self.inner.workers.remove_rank(worker);
+        self.replication.share(|| Action::RemoveKey {
+            worker_id: worker.worker_id(),
+            dp_rank: worker.dp_rank(),
+        });
     }
 
     /// Every live (block, worker) pair as a one-block `Stored` event, parents before

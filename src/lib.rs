@@ -59,6 +59,9 @@
 //!   their own: [`ApproxKvIndexer::apply_event`].
 //! - **Snapshot and restore** keeping TTLs and eviction order: [`ApproxKvIndexer::snapshot`],
 //!   [`Snapshot`]; or replay [`ApproxKvIndexer::dump_events`] through `apply_event`.
+//! - **Router replicas sharing decisions:** [`Builder::share_decisions`],
+//!   [`ApproxKvIndexer::apply_decision`] and the [`replication`] module; a Redis Streams
+//!   transport with the `redis` feature.
 //! - **Observability:** [`ApproxKvIndexer::stats`]; with the `metrics` feature, the same as
 //!   `metrics` gauges and counters.
 //!
@@ -72,6 +75,9 @@
 //! on, and no serde, CLI or plotting crate.
 //! - **`serde`**: `Serialize`/`Deserialize` for [`Snapshot`], [`SnapshotEntry`],
 //!   [`LocalBlockHash`] and [`SequenceHash`] (the binary snapshot format needs no feature).
+//! - **`redis`**: `replication::redis` (`RedisSync`), sharing decisions between router replicas
+//!   through a Redis stream, on the `redis` crate's synchronous API (MSRV: 1.88 with today's
+//!   dependency resolution, see the README).
 //! - **`metrics`**: `ApproxKvIndexer::publish_metrics`, and the sweeper publishes
 //!   [`IndexStats`] through the `metrics` crate every tick.
 //!
@@ -92,6 +98,7 @@ mod id_hasher;
 mod indexer;
 #[cfg(all(loom, test))]
 mod loom_models;
+pub mod replication;
 mod scores;
 mod snapshot;
 mod stats;
@@ -108,7 +115,7 @@ struct ReadmeDoctests;
 /// Identifies an inference worker.
 pub type WorkerId = u64;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock, UnixClock};
 pub use config::{Builder, DEFAULT_BLOCK_SIZE, DEFAULT_TICK, DEFAULT_TTL};
 pub use error::{ConfigError, RecordError};
 pub use events::{

@@ -153,19 +153,40 @@ impl Engine {
         local: &[LocalBlockHash],
         seq: &[SequenceHash],
     ) {
+        self.record_dated(worker, local, seq, 0);
+    }
+
+    /// Records a decision taken `age` nanoseconds ago (another replica's): its entries
+    /// expire `age` earlier than a decision recorded now (never, if the TTL means never).
+    /// Returns `false`, storing nothing, when it has already expired.
+    pub(crate) fn record_dated(
+        &self,
+        worker: impl WorkerKey,
+        local: &[LocalBlockHash],
+        seq: &[SequenceHash],
+        age: u64,
+    ) -> bool {
+        let ttl = if self.never {
+            self.ttl_nanos
+        } else {
+            self.ttl_nanos.saturating_sub(age)
+        };
+        if ttl == 0 {
+            return false;
+        }
         let Some(&leaf) = seq.last() else {
-            return;
+            return true;
         };
         self.records.add(1);
         let guard = epoch::pin();
         let Some(slot) = self.workers.resolve(worker) else {
-            return; // 2^32 live registrations: nothing sensible to store
+            return true; // 2^32 live registrations: nothing sensible to store
         };
         if !self.workers.begin_write(slot, Write::Approx) {
-            return; // removed meanwhile: the decision comes before the removal
+            return true; // removed meanwhile: the decision comes before the removal
         }
         let now = self.now();
-        let expiry = self.expiry_for(slot, now, self.ttl_nanos);
+        let expiry = self.expiry_for(slot, now, ttl);
         let added = self.tree.record(slot, local, seq, expiry, &guard);
         self.workers.adjust_entries(slot, added as i64);
         if let Some(timers) = self.timers() {
@@ -177,6 +198,7 @@ impl Engine {
         }
         self.workers.end_write(slot, Write::Approx);
         self.help_sweep(now, added);
+        true
     }
 
     /// Logs a walk of `slot` for eviction: appended if just recorded, inserted in expiry

@@ -8,6 +8,8 @@ use approx_kv_tools::cli::positive_f64;
 use approx_kv_tools::progress::When;
 use clap::{Parser, ValueEnum};
 
+use crate::fleet::Sharing;
+
 /// The bundled default trace, relative to the repository root.
 pub const DEFAULT_TRACE: &str = "data/conversation_head2000.jsonl";
 /// The default plot, relative to the repository root.
@@ -92,6 +94,23 @@ pub struct Cli {
     /// Route from N threads sharing one index
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive::<usize>, help_heading = "Replay")]
     threads: usize,
+    /// Router replicas behind a uniform load balancer, each with its own index: index
+    /// policies run with 1, 2, 4, ... up to N replicas, unsynced and (with --sync) synced
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = replicas, help_heading = "Replicas")]
+    replicas: usize,
+    /// How replicas share decisions: none, memory (in process, --sync-delay late) or
+    /// redis://HOST:PORT (a real server; build with --features redis)
+    #[arg(long, value_name = "MODE", default_value = "none", value_parser = sync_mode, help_heading = "Replicas")]
+    sync: SyncMode,
+    /// Trace time from a decision to the other replicas, in ms (--sync memory)
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 0,
+        help_heading = "Replicas"
+    )]
+    sync_delay: u64,
+
     /// Replay only the first N requests
     #[arg(long, value_name = "N", value_parser = positive::<usize>, help_heading = "Replay")]
     limit: Option<usize>,
@@ -131,6 +150,17 @@ pub enum PolicyKind {
     ApproxCapacity,
     /// Exact knowledge of the simulated caches
     Oracle,
+}
+
+/// `--sync`, before the delay is known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SyncMode {
+    /// No sharing.
+    None,
+    /// In process.
+    Memory,
+    /// A Redis URL.
+    Redis(String),
 }
 
 /// How wall-clock time is paced during approx runs.
@@ -173,6 +203,10 @@ pub struct Options {
     pub pace: Pace,
     /// Routing threads.
     pub threads: usize,
+    /// Router replicas.
+    pub replicas: usize,
+    /// How they share decisions.
+    pub sharing: Sharing,
     /// Replay only this many requests.
     pub limit: Option<usize>,
     /// Skip malformed lines instead of stopping.
@@ -210,6 +244,14 @@ impl From<Cli> for Options {
             seed: c.seed,
             pace: c.speedup.map_or(Pace::MaxRate, Pace::Speedup),
             threads: c.threads,
+            replicas: c.replicas,
+            sharing: match c.sync {
+                SyncMode::None => Sharing::None,
+                SyncMode::Memory => Sharing::Memory {
+                    delay: Duration::from_millis(c.sync_delay),
+                },
+                SyncMode::Redis(url) => Sharing::Redis { url },
+            },
             limit: c.limit,
             skip_bad_lines: c.skip_bad_lines,
             plot: match (c.no_plot, c.plot) {
@@ -247,6 +289,27 @@ fn workers(s: &str) -> Result<usize, String> {
         return Err(format!("{n} is too many (at most 4096)"));
     }
     Ok(n)
+}
+
+fn replicas(s: &str) -> Result<usize, String> {
+    let n = positive::<usize>(s)?;
+    if n > 64 {
+        return Err(format!("{n} is too many (at most 64)"));
+    }
+    Ok(n)
+}
+
+fn sync_mode(s: &str) -> Result<SyncMode, String> {
+    match s.trim() {
+        "none" => Ok(SyncMode::None),
+        "memory" => Ok(SyncMode::Memory),
+        url if url.starts_with("redis://") || url.starts_with("rediss://") => {
+            Ok(SyncMode::Redis(url.to_string()))
+        }
+        other => Err(format!(
+            "'{other}' is not none, memory or redis://HOST:PORT"
+        )),
+    }
 }
 
 fn weight(s: &str) -> Result<f64, String> {
@@ -318,6 +381,16 @@ mod tests {
         assert_eq!(o.pace, Pace::Speedup(10.0));
         assert_eq!(o.policies, [PolicyKind::Oracle, PolicyKind::Approx]);
         assert_eq!((o.plot, o.progress), (None, When::Always));
+        let o = parse(&["--replicas", "8", "--sync", "memory", "--sync-delay", "5"]).unwrap();
+        let delay = Duration::from_millis(5);
+        assert_eq!((o.replicas, o.sharing), (8, Sharing::Memory { delay }));
+        let o = parse(&["--sync", "redis://127.0.0.1:6379"]).unwrap();
+        assert_eq!(
+            o.sharing,
+            Sharing::Redis {
+                url: "redis://127.0.0.1:6379".into()
+            }
+        );
     }
 
     #[test]
@@ -328,6 +401,11 @@ mod tests {
             (&["--overlap-weight", "-1"], "finite number >= 0"),
             (&["--ttls", "60,0.0001"], "shorter than 1 ms"),
             (&["--policies", "lru"], "'lru' for '--policies <LIST>'"),
+            (&["--replicas", "65"], "at most 64"),
+            (
+                &["--sync", "tcp://x"],
+                "not none, memory or redis://HOST:PORT",
+            ),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(why) && !e.contains('\n'), "{args:?}: {e}");

@@ -63,12 +63,13 @@ impl Cluster {
     }
 
     /// Serves request number `id` on worker `w` at `now_ms`: returns its real prefix hit
-    /// (in blocks), then admits its decode and prompt blocks and adds it to the load.
+    /// (in blocks) and when it ends, then admits its decode and prompt blocks and adds it
+    /// to the load.
     ///
     /// Like vLLM's free queue, a request's blocks are released tail first: its decode
     /// blocks become the least recent, its first prompt block the most recent, so the
     /// LRU evicts the ends of prompts before their shared prefixes.
-    pub fn serve(&mut self, w: usize, id: usize, req: &Request, now_ms: u64) -> usize {
+    pub fn serve(&mut self, w: usize, id: usize, req: &Request, now_ms: u64) -> (usize, u64) {
         let hit = self.prefix_hit(w, &req.seq);
         let cache = &mut self.caches[w];
         let ages = &mut self.eviction_ages_ms;
@@ -93,7 +94,7 @@ impl Cluster {
         let end = now_ms.saturating_add((secs * 1000.0).ceil() as u64);
         self.running[w].push(end);
         self.served[w] += 1;
-        hit
+        (hit, end)
     }
 }
 
@@ -117,10 +118,10 @@ mod tests {
             decode_tps: 10.0,
         };
         let mut c = Cluster::new(2, 100, 256, speeds);
-        assert_eq!(c.serve(0, 0, &reqs[0], 0), 0);
+        assert_eq!(c.serve(0, 0, &reqs[0], 0).0, 0);
         assert_eq!(c.prefix_hit(0, &reqs[1].seq), 2); // first trace block shared
         assert_eq!(c.prefix_hit(1, &reqs[1].seq), 0);
-        assert_eq!(c.serve(0, 1, &reqs[1], 0), 2);
+        assert_eq!(c.serve(0, 1, &reqs[1], 0).0, 2);
         let mut loads = Vec::new();
         c.loads(0, &mut loads);
         assert_eq!(loads, [2, 0]);

@@ -7,11 +7,15 @@
 mod args;
 mod chart;
 mod cluster;
+mod fleet;
 mod lru;
 mod policy;
 mod progress;
+#[cfg(feature = "redis")]
+mod redis_sync;
 mod replay;
 mod report;
+mod scaling;
 mod trace;
 mod workload;
 
@@ -24,6 +28,7 @@ use rustc_hash::FxBuildHasher;
 
 use args::{Options, Pace, PolicyKind};
 use cluster::Speeds;
+use fleet::{Fleet, Sharing};
 use policy::{Balance, Policy};
 
 /// TTL of the capacity-bounded index: none (the index treats `Duration::MAX` as never
@@ -52,17 +57,46 @@ fn policies(o: &Options) -> Vec<Policy> {
     if asked(PolicyKind::Random) {
         out.push(Policy::Random);
     }
-    if asked(PolicyKind::Approx) {
-        out.extend(o.ttls.iter().map(|&ttl| Policy::Approx { ttl }));
-    }
-    if asked(PolicyKind::ApproxCapacity) {
-        out.push(Policy::ApproxCapacity {
-            ttl: CAPACITY_TTL,
-            blocks: o.cache_blocks,
-        });
+    for fleet in fleets(o) {
+        if asked(PolicyKind::Approx) {
+            out.extend(o.ttls.iter().map(|&ttl| Policy::Approx {
+                ttl,
+                fleet: fleet.clone(),
+            }));
+        }
+        if asked(PolicyKind::ApproxCapacity) {
+            out.push(Policy::ApproxCapacity {
+                ttl: CAPACITY_TTL,
+                blocks: o.cache_blocks,
+                fleet,
+            });
+        }
     }
     if asked(PolicyKind::Oracle) {
         out.push(Policy::Oracle);
+    }
+    out
+}
+
+/// The replica counts of the index runs: 1, 2, 4, ... below `--replicas`, then
+/// `--replicas`; each unsynced, and synced too (above 1) when `--sync` shares.
+fn fleets(o: &Options) -> Vec<Fleet> {
+    let mut counts: Vec<usize> = std::iter::successors(Some(1), |n| Some(n * 2))
+        .take_while(|&n| n < o.replicas)
+        .collect();
+    counts.push(o.replicas);
+    let mut out = Vec::new();
+    for replicas in counts {
+        out.push(Fleet {
+            replicas,
+            sharing: Sharing::None,
+        });
+        if replicas > 1 && o.sharing != Sharing::None {
+            out.push(Fleet {
+                replicas,
+                sharing: o.sharing.clone(),
+            });
+        }
     }
     out
 }
@@ -147,6 +181,10 @@ fn run(o: &Options) -> Result<(), String> {
     }
     bar.finish();
 
+    let notes: Vec<String> = results
+        .iter()
+        .filter_map(|r| Some(format!("{}: {}", r.policy.name(), r.note.as_ref()?)))
+        .collect();
     let retention = report::Retention::of(&mut results);
     let rows = report::rows(&mut results, o.threads);
     println!();
@@ -154,6 +192,14 @@ fn run(o: &Options) -> Result<(), String> {
     println!();
     if let Some(r) = &retention {
         println!("{}", r.line());
+    }
+    for note in &notes {
+        println!("{note}");
+    }
+    let scaling = scaling::Scaling::of(&rows);
+    if let Some(s) = &scaling {
+        println!();
+        print!("{}", s.table());
     }
     println!(
         "hit rate = prompt blocks found in the chosen worker's LRU / prompt blocks; req/s = \
@@ -167,6 +213,19 @@ fn run(o: &Options) -> Result<(), String> {
     if let Some(path) = &o.plot {
         write_plot(path, o, &rows, retention.as_ref(), requests.len())?;
         println!("plot     {}", path.display());
+        if let Some(s) = &scaling {
+            let path = path.with_file_name(format!(
+                "{}-replicas.svg",
+                path.file_stem()
+                    .map_or("hit-rates".into(), |s| s.to_string_lossy())
+            ));
+            let name = o
+                .trace
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned());
+            write_svg(&path, &s.svg(&name.unwrap_or_default())?)?;
+            println!("plot     {}", path.display());
+        }
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
@@ -194,7 +253,11 @@ fn write_plot(
             r.unused_s.1
         ));
     }
-    let chart = chart::svg(rows, &subtitle)?;
+    write_svg(path, &chart::svg(rows, &subtitle)?)
+}
+
+/// Writes an SVG into `path`, creating its folder.
+fn write_svg(path: &Path, chart: &str) -> Result<(), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create '{}' for the plot: {e}", dir.display()))?;

@@ -6,6 +6,8 @@ use approx_kv_index::Builder;
 
 use approx_kv_rng::{mix64, SplitMix64};
 
+use crate::fleet::Fleet;
+
 /// Which router a run uses.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Policy {
@@ -13,6 +15,8 @@ pub enum Policy {
     Approx {
         /// Entry lifetime.
         ttl: Duration,
+        /// The router replicas.
+        fleet: Fleet,
     },
     /// This crate's index, bounded to each worker's cache capacity (an LRU mirror).
     ApproxCapacity {
@@ -20,6 +24,8 @@ pub enum Policy {
         ttl: Duration,
         /// Blocks per worker, the simulated cache size.
         blocks: usize,
+        /// The router replicas.
+        fleet: Fleet,
     },
     /// Exact knowledge of the simulated caches.
     Oracle,
@@ -33,8 +39,10 @@ impl Policy {
     /// Short name for tables and plots.
     pub fn name(&self) -> String {
         match self {
-            Policy::Approx { ttl } => format!("approx ttl={}", fmt_ttl(*ttl)),
-            Policy::ApproxCapacity { .. } => "approx-capacity".into(),
+            Policy::Approx { ttl, fleet } => {
+                format!("approx ttl={}{}", fmt_ttl(*ttl), fleet.suffix())
+            }
+            Policy::ApproxCapacity { fleet, .. } => format!("approx-capacity{}", fleet.suffix()),
             Policy::Oracle => "oracle".into(),
             Policy::RoundRobin => "round-robin".into(),
             Policy::Random => "random".into(),
@@ -43,7 +51,15 @@ impl Policy {
 
     /// Whether the run calls the index (and so has router timings).
     pub fn uses_index(&self) -> bool {
-        matches!(self, Policy::Approx { .. } | Policy::ApproxCapacity { .. })
+        self.fleet().is_some()
+    }
+
+    /// The router replicas of an index policy.
+    pub fn fleet(&self) -> Option<&Fleet> {
+        match self {
+            Policy::Approx { fleet, .. } | Policy::ApproxCapacity { fleet, .. } => Some(fleet),
+            _ => None,
+        }
     }
 }
 
@@ -140,10 +156,26 @@ mod tests {
     fn names() {
         assert_eq!(
             Policy::Approx {
-                ttl: Duration::from_secs(60)
+                ttl: Duration::from_secs(60),
+                fleet: Fleet::SINGLE,
             }
             .name(),
             "approx ttl=60s"
+        );
+        let fleet = Fleet {
+            replicas: 8,
+            sharing: crate::fleet::Sharing::Memory {
+                delay: Duration::from_millis(10),
+            },
+        };
+        let synced = Policy::ApproxCapacity {
+            ttl: Duration::MAX,
+            blocks: 1,
+            fleet,
+        };
+        assert_eq!(
+            synced.name(),
+            "approx-capacity, 8 replicas synced (memory, 10 ms)"
         );
         assert_eq!(fmt_ttl(Duration::from_secs(1800)), "30m");
         assert_eq!(fmt_ttl(Duration::from_secs(90)), "90s");

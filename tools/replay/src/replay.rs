@@ -13,9 +13,14 @@ use parking_lot::Mutex;
 
 use crate::args::Pace;
 use crate::cluster::{Cluster, Speeds};
+use crate::fleet::{Fleet, Replicas};
 use crate::policy::{self, Balance, Policy};
 use crate::progress::Bar;
 use crate::workload::Request;
+
+/// Mixed into the seed of the load balancer's choice of replica, so it differs from the
+/// random policy's choice of worker.
+const LOAD_BALANCER: u64 = 0x10AD_BA1A_0CE5_EED5;
 
 /// What a run needs besides its policy.
 #[derive(Debug, Clone, Copy)]
@@ -59,9 +64,11 @@ pub struct RunResult {
     pub route_ns: u64,
     /// How long evicted blocks had gone unused (ms).
     pub eviction_ages_ms: Vec<u32>,
-    /// Largest number of (block, worker) entries held by the index (sampled before each
-    /// once-a-second sweep and at the end).
+    /// Largest number of (block, worker) entries held by the index, the largest of the
+    /// replicas' (sampled before each once-a-second sweep and at the end).
     pub peak_entries: usize,
+    /// A line on decision sharing (runs synced through Redis).
+    pub note: Option<String>,
 }
 
 /// Per-thread tallies, merged at the end.
@@ -77,7 +84,7 @@ struct Tally {
 /// The router of a run.
 enum Router {
     Index {
-        index: ApproxKvIndexer,
+        replicas: Replicas,
         clock: Arc<ManualClock>,
         next_sweep_ms: AtomicU64,
         peak_entries: AtomicUsize,
@@ -89,7 +96,7 @@ enum Router {
 
 /// Runs `policy`; `run` is its position, for the progress bar.
 pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<RunResult, String> {
-    let router = router(setup, policy)?;
+    let router = router(setup, policy, run)?;
     let cluster = Mutex::new(Cluster::new(
         setup.workers,
         setup.cache_blocks,
@@ -117,15 +124,19 @@ pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<
         total.route_ns += t.route_ns;
     }
     let cluster = cluster.into_inner();
-    let peak_entries = match &router {
+    let (peak_entries, note) = match &router {
         Router::Index {
-            index,
+            replicas,
             peak_entries,
             ..
-        } => peak_entries
-            .load(Ordering::Relaxed)
-            .max(index.stats().entries),
-        _ => 0,
+        } => (
+            replicas
+                .all()
+                .map(|index| index.stats().entries)
+                .fold(peak_entries.load(Ordering::Relaxed), usize::max),
+            replicas.note(),
+        ),
+        _ => (0, None),
     };
     Ok(RunResult {
         policy: policy.clone(),
@@ -137,10 +148,11 @@ pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<
         route_ns: total.route_ns,
         eviction_ages_ms: cluster.eviction_ages_ms,
         peak_entries,
+        note,
     })
 }
 
-fn router(setup: &Setup<'_>, policy: &Policy) -> Result<Router, String> {
+fn router(setup: &Setup<'_>, policy: &Policy, run: usize) -> Result<Router, String> {
     let index = |ttl: Duration, capacity: Option<usize>| -> Result<Router, String> {
         let clock = Arc::new(ManualClock::new());
         let mut b = ApproxKvIndexer::builder()
@@ -152,19 +164,18 @@ fn router(setup: &Setup<'_>, policy: &Policy) -> Result<Router, String> {
         if let Some(blocks) = capacity {
             b = policy::with_capacity(b, blocks);
         }
-        let index = b
-            .build()
-            .map_err(|e| format!("cannot build the index: {e}"))?;
+        let fleet = policy.fleet().unwrap_or(&Fleet::SINGLE);
+        let replicas = Replicas::new(&b, &clock, fleet, setup.workers, &format!("run{run}"))?;
         Ok(Router::Index {
-            index,
+            replicas,
             clock,
             next_sweep_ms: AtomicU64::new(1000),
             peak_entries: AtomicUsize::new(0),
         })
     };
     match policy {
-        Policy::Approx { ttl } => index(*ttl, None),
-        Policy::ApproxCapacity { ttl, blocks } => index(*ttl, Some(*blocks)),
+        Policy::Approx { ttl, .. } => index(*ttl, None),
+        Policy::ApproxCapacity { ttl, blocks, .. } => index(*ttl, Some(*blocks)),
         Policy::Oracle => Ok(Router::Oracle),
         Policy::RoundRobin => Ok(Router::RoundRobin),
         Policy::Random => Ok(Router::Random(setup.seed)),
@@ -189,9 +200,11 @@ fn route_all(
             return t;
         };
         let now_ms = u64::try_from(req.at.as_millis()).unwrap_or(u64::MAX);
+        // The replica the load balancer hands this request to (uniformly at random).
+        let mut replica = None;
         let worker = match router {
             Router::Index {
-                index,
+                replicas,
                 clock,
                 next_sweep_ms,
                 peak_entries,
@@ -217,10 +230,18 @@ fn route_all(
                         .is_ok()
                 {
                     // Entries held just before a sweep: the memory the TTL costs.
-                    peak_entries.fetch_max(index.stats().entries, Ordering::Relaxed);
-                    index.sweep_expired();
+                    for index in replicas.all() {
+                        peak_entries.fetch_max(index.stats().entries, Ordering::Relaxed);
+                        index.sweep_expired();
+                    }
                 }
-                cluster.lock().loads(now_ms, &mut loads);
+                let r = match replicas.len() {
+                    1 => 0,
+                    n => policy::random_worker(setup.seed ^ LOAD_BALANCER, i, n),
+                };
+                replica = Some(r);
+                replicas.loads(r, now_ms, &mut loads);
+                let index = replicas.index(r);
                 let t0 = Instant::now();
                 let found = index.find_matches(&req.local);
                 let t1 = Instant::now();
@@ -245,7 +266,10 @@ fn route_all(
             Router::RoundRobin => i % setup.workers,
             Router::Random(seed) => policy::random_worker(*seed, i, setup.workers),
         };
-        let hit = cluster.lock().serve(worker, i, req, now_ms);
+        let (hit, end_ms) = cluster.lock().serve(worker, i, req, now_ms);
+        if let (Router::Index { replicas, .. }, Some(r)) = (router, replica) {
+            replicas.routed(r, worker, now_ms, end_ms);
+        }
         t.hit_blocks += hit as u64;
         t.prompt_blocks += req.seq.len() as u64;
         bar.inc();

@@ -82,9 +82,13 @@ fn opt(v: Option<String>) -> String {
 /// The result table, one line per run.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
+    let w = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .fold(18, usize::max);
     let _ = writeln!(
         s,
-        "{:<18} {:>8} {:>9} {:>8} {:>10} {:>15} {:>15} {:>10}",
+        "{:<w$} {:>8} {:>9} {:>8} {:>10} {:>15} {:>15} {:>10}",
         "policy",
         "hit rate",
         "vs oracle",
@@ -96,14 +100,14 @@ pub fn table(rows: &[Row]) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<18} {:>8} {:>9} {:>8} {:>10} {:>15} {:>15} {:>10}",
+        "{:<w$} {:>8} {:>9} {:>8} {:>10} {:>15} {:>15} {:>10}",
         "", "", "", "max/mean", "(router)", "µs", "µs", "(peak)"
     );
     for r in rows {
         let pair = |p: Option<(f64, f64)>| opt(p.map(|(a, b)| format!("{a:.1} / {b:.1}")));
         let _ = writeln!(
             s,
-            "{:<18} {:>7.1}% {:>9} {:>8.2} {:>10} {:>15} {:>15} {:>10}",
+            "{:<w$} {:>7.1}% {:>9} {:>8.2} {:>10} {:>15} {:>15} {:>10}",
             r.name,
             r.hit_rate * 100.0,
             opt(r.vs_oracle.map(|v| format!("{v:.2}x"))),

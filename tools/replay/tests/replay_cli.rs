@@ -357,3 +357,58 @@ fn the_progress_bar_goes_to_stderr_only_when_asked() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn replicas_run_unsynced_and_synced_and_plot_against_their_number() {
+    let dir = scratch("replicas");
+    let trace = write_trace(&dir, &CHAT);
+    let plot = dir.join("hits.svg");
+    let args = [
+        trace.to_str().unwrap(),
+        "--policies",
+        "approx-capacity,oracle",
+        "--replicas",
+        "4",
+        "--sync",
+        "memory",
+        "--block-size",
+        "512",
+        "--workers",
+        "2",
+        "--no-progress",
+        "--plot",
+        plot.to_str().unwrap(),
+    ];
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    // Every replica applies every decision at once: as one router.
+    for synced in [
+        "2 replicas synced (memory, 0 ms)",
+        "4 replicas synced (memory, 0 ms)",
+    ] {
+        let line = row(&out, &format!("approx-capacity, {synced}"));
+        assert!(line.contains("55.6%"), "{out}");
+    }
+    row(&out, "approx-capacity, 4 replicas");
+    // The table against the number of replicas, relative to one.
+    assert!(out.contains("replicas          unsynced"), "{out}");
+    assert!(row(&out, "approx-capacity").contains("55.6%"), "{out}");
+    let chart = std::fs::read_to_string(dir.join("hits-replicas.svg")).unwrap();
+    assert!(chart.contains("router replicas") && chart.contains("synced"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(not(feature = "redis"))]
+#[test]
+fn redis_sync_without_the_feature_says_how_to_get_it() {
+    let o = run(&[
+        "--replicas",
+        "2",
+        "--sync",
+        "redis://127.0.0.1:1",
+        "--no-plot",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--features redis"), "{}", stderr(&o));
+}

@@ -1,0 +1,169 @@
+//! Sharing decisions between replicas (issue 11's targets), printed rather than criterion
+//! (the Redis part needs a server and threads):
+//!
+//! 1. **Router thread vs apply.** One thread routes the bundled trace's 2,000 requests
+//!    (block size 16) as a router does: hash the tokens, find, pick the best-scoring
+//!    worker of 8, record (sharing on, so each decision is also queued). Then one thread
+//!    decodes and applies those decisions (their encodings) to a fresh index, as a
+//!    replica's subscriber does. Each is timed 7 times; the medians and their ratio are
+//!    printed (target: apply >= 8x the router thread's decision rate).
+//! 2. **End-to-end lag through Redis** (with `--features redis` and `redis-server` on the
+//!    PATH): 8 replicas, each an index with its own `RedisSync`, on a private server on a
+//!    loopback port; each records its share of the trace at a paced rate
+//!    (`APPROX_KV_BENCH_RATE` decisions/s per replica, default 2,000) for about 3 s; then
+//!    every replica's lag p50/p99 (decision time to apply) is printed (target: p99 <= 50 ms).
+//!
+//! `cargo bench --bench replication` (add `--features redis` for part 2).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use approx_kv_index::replication::Decision;
+use approx_kv_index::ApproxKvIndexer;
+
+const RUNS: usize = 7;
+const WORKERS: u64 = 8;
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn index(replica: u64) -> ApproxKvIndexer {
+    ApproxKvIndexer::builder()
+        .ttl(Duration::from_secs(3600))
+        .replica_id(replica)
+        .share_decisions(1 << 20)
+        .build()
+        .expect("valid settings")
+}
+
+/// Routes every prompt on one thread; returns decisions/s and the shared decisions.
+fn route(prompts: &[Vec<u32>]) -> (f64, Vec<Vec<u8>>) {
+    let index = index(0);
+    let start = Instant::now();
+    for (i, tokens) in prompts.iter().enumerate() {
+        let found = index.find_matches_for_request(tokens);
+        let worker = found.best().map_or(i as u64 % WORKERS, |(w, _)| w);
+        index.process_routing_decision_for_request(tokens, worker);
+    }
+    let rate = prompts.len() as f64 / start.elapsed().as_secs_f64();
+    let outbox = index.outbox().expect("sharing");
+    let decisions = std::iter::from_fn(|| outbox.pop())
+        .map(|d| d.encode())
+        .collect();
+    (rate, decisions)
+}
+
+/// Decodes and applies every decision on one thread; returns decisions/s.
+fn apply(decisions: &[Vec<u8>]) -> f64 {
+    let index = index(1);
+    let start = Instant::now();
+    for bytes in decisions {
+        let decision = Decision::decode(bytes).expect("valid");
+        index.apply_decision(&decision);
+    }
+    decisions.len() as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let prompts = common::bundled_trace(2_000);
+    let (mut routed, mut applied) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let (rate, decisions) = route(&prompts);
+        routed.push(rate);
+        applied.push(apply(&decisions));
+    }
+    let (r, a) = (median(routed), median(applied));
+    println!("router thread (hash, find, choose, record + queue): {r:>9.0} decisions/s (median of {RUNS})");
+    println!("apply (decode + apply_decision), one thread:        {a:>9.0} decisions/s (median of {RUNS})");
+    println!("apply / router thread: {:.1}x (target >= 8x)", a / r);
+    #[cfg(feature = "redis")]
+    redis_lag::run(&prompts);
+    #[cfg(not(feature = "redis"))]
+    println!("(end-to-end lag through Redis: run with --features redis)");
+}
+
+#[cfg(feature = "redis")]
+#[path = "../tests/redis_server/mod.rs"]
+mod redis_server;
+
+#[cfg(feature = "redis")]
+mod redis_lag {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use approx_kv_index::replication::redis::{RedisConfig, RedisSync};
+
+    use super::{index, median, redis_server::RedisServer, WORKERS};
+
+    const REPLICAS: u64 = 8;
+
+    pub fn run(prompts: &[Vec<u32>]) {
+        let Some(server) = RedisServer::start(&[]) else {
+            return;
+        };
+        let rate: f64 = std::env::var("APPROX_KV_BENCH_RATE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2_000.0);
+        let syncs: Vec<RedisSync> = (0..REPLICAS)
+            .map(|r| {
+                let config = RedisConfig::new(server.url()).stream("bench");
+                RedisSync::start(Arc::new(index(r)), config).expect("starts")
+            })
+            .collect();
+        let per_replica = ((rate * 3.0) as usize).min(prompts.len() * 4);
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for (r, sync) in syncs.iter().enumerate() {
+                s.spawn(move || {
+                    for n in 0..per_replica {
+                        let due = Duration::from_secs_f64(n as f64 / rate);
+                        if let Some(wait) = due.checked_sub(start.elapsed()) {
+                            std::thread::sleep(wait); // pacing the decision rate
+                        }
+                        let mut tokens = prompts[(n * 7 + r) % prompts.len()].clone();
+                        tokens.push(n as u32); // a new last block now and then
+                        let worker = (n as u64 + r as u64) % WORKERS;
+                        sync.index()
+                            .process_routing_decision_for_request(&tokens, worker);
+                    }
+                });
+            }
+        });
+        let recorded = start.elapsed();
+        let expected: u64 = syncs.iter().map(|s| s.stats().published).sum();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for sync in &syncs {
+            let own = sync.stats().published;
+            while sync.stats().applied < expected - own && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5)); // waiting for the subscribers
+            }
+        }
+        let stats: Vec<_> = syncs.iter().map(RedisSync::stats).collect();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "redis: {REPLICAS} replicas, {:.0} decisions/s each for {:.1} s ({:.0} decisions/s \
+             in all, each replica applying {:.0}/s); published {}, dropped {}, rejected {}",
+            rate,
+            recorded.as_secs_f64(),
+            rate * REPLICAS as f64,
+            rate * (REPLICAS - 1) as f64,
+            expected,
+            stats.iter().map(|s| s.dropped).sum::<u64>(),
+            stats.iter().map(|s| s.rejected).sum::<u64>(),
+        );
+        let p50 = median(stats.iter().map(|s| ms(s.lag_p50)).collect());
+        let p99: Vec<f64> = stats.iter().map(|s| ms(s.lag_p99)).collect();
+        let worst = p99.iter().copied().fold(0.0, f64::max);
+        println!(
+            "redis lag: p50 {p50:.2} ms (median replica), p99 {:.2} ms (median replica), \
+             {worst:.2} ms (worst replica) (target p99 <= 50 ms)",
+            median(p99.clone())
+        );
+        drop(syncs);
+        drop(server);
+    }
+}

@@ -1,0 +1,89 @@
+//! Shared decisions: any bytes decode to a decision or an error, never a panic; a decoded
+//! decision encodes back to the same bytes (the format is canonical); an arbitrary
+//! decision round-trips, and any flipped bit of its encoding is an error; applying a
+//! decision to an index (plain ids and data-parallel ranks, with a cap), then using the
+//! index, never panics, and everything it stored expires with the TTL.
+//!
+//! The first byte picks the input's reading: raw bytes to decode (which rarely pass the
+//! checksum), or a decision built from the bytes (which always does).
+#![no_main]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use approx_kv_index::replication::{Action, Decision};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, ManualClock, WorkerWithDpRank};
+use arbitrary::{Result, Unstructured};
+use libfuzzer_sys::fuzz_target;
+
+fn built(u: &mut Unstructured<'_>) -> Result<(Decision, usize)> {
+    let action = match u.int_in_range(0..=2)? {
+        0 => Action::Route {
+            worker_id: u.int_in_range(0..=3)?,
+            dp_rank: u.int_in_range(0..=2)?,
+            blocks: (0..u.int_in_range(0..=40)?)
+                .map(|_| Ok(LocalBlockHash(u.int_in_range(0..=7)?)))
+                .collect::<Result<_>>()?,
+        },
+        1 => Action::RemoveWorker {
+            worker_id: u.int_in_range(0..=3)?,
+        },
+        _ => Action::RemoveKey {
+            worker_id: u.int_in_range(0..=3)?,
+            dp_rank: u.int_in_range(0..=2)?,
+        },
+    };
+    let decision = Decision {
+        origin: u.arbitrary()?,
+        seq: u.arbitrary()?,
+        decided_at: Duration::from_nanos(u.arbitrary()?),
+        action,
+    };
+    Ok((decision, u.arbitrary()?))
+}
+
+fn apply(decision: &Decision) {
+    let clock = Arc::new(ManualClock::new());
+    clock.set(Duration::from_secs(1_700_000_000));
+    let builder = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(Duration::from_secs(60))
+        .clock(clock.clone())
+        .wall_clock(clock.clone())
+        .background_sweeper(false)
+        .max_blocks_per_worker(8);
+    let plain = builder.clone().build().unwrap();
+    let ranked = builder.build_for::<WorkerWithDpRank>().unwrap();
+    plain.apply_decision(decision);
+    ranked.apply_decision(decision);
+    if let Action::Route { blocks, .. } = &decision.action {
+        assert!(plain.find_matches(blocks).scores.values().all(|&s| s as usize <= blocks.len()));
+        let _ = ranked.find_matches(blocks);
+    }
+    clock.advance(Duration::from_secs(61));
+    plain.sweep_expired();
+    ranked.sweep_expired();
+    assert_eq!(plain.stats().entries + ranked.stats().entries, 0);
+}
+
+fuzz_target!(|bytes: &[u8]| {
+    let Some((&mode, rest)) = bytes.split_first() else {
+        return;
+    };
+    if mode & 1 == 0 {
+        if let Ok(decision) = Decision::decode(rest) {
+            assert_eq!(decision.encode(), rest);
+            apply(&decision);
+        }
+        return;
+    }
+    let Ok((decision, flip)) = built(&mut Unstructured::new(rest)) else {
+        return;
+    };
+    let mut encoded = decision.encode();
+    assert_eq!(Decision::decode(&encoded).as_ref(), Ok(&decision));
+    apply(&decision);
+    let at = flip % (encoded.len() * 8);
+    encoded[at / 8] ^= 1 << (at % 8);
+    assert!(Decision::decode(&encoded).is_err());
+});

@@ -1,0 +1,124 @@
+//! The index's side of sharing: applying other replicas' decisions, and reading the
+//! outbox and counters.
+
+use std::collections::hash_map::Entry;
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::{Action, Applied, Decision, Outbox, ReplicationStats};
+use crate::clock::nanos;
+use crate::hash::compute_seq_hashes;
+use crate::{ApproxKvIndexer, WorkerKey};
+
+impl<W: WorkerKey> ApproxKvIndexer<W> {
+    /// Applies another replica's [`Decision`] as if this index had taken it when it was
+    /// taken: a route's blocks expire a TTL after the decision's time (by this index's
+    /// wall clock: a decision taken 3 s ago expires 3 s before one taken now; one dated in
+    /// the future counts as taken now; one a TTL old or more is skipped), under the same
+    /// caps as local decisions; removals remove. Idempotent: a decision whose sequence
+    /// number is not above every one applied from its origin is skipped, as are this
+    /// replica's own (those it took since it was built: a replica restarted with the same
+    /// [`replica_id`](crate::Builder::replica_id) applies what it decided before, as
+    /// replayed by a transport). Blocks are placed by the chain of their tokens hashes (as
+    /// [`compute_seq_hashes`](crate::compute_seq_hashes)), which is what finds look up.
+    ///
+    /// Decisions of one origin are applied one at a time; apply them in their order.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use approx_kv_index::*;
+    /// use approx_kv_index::replication::{Action, Applied, Decision};
+    /// let wall = Arc::new(ManualClock::new());
+    /// wall.set(Duration::from_secs(1_000));
+    /// let index = ApproxKvIndexer::builder()
+    ///     .block_size(1)
+    ///     .ttl(Duration::from_secs(10))
+    ///     .wall_clock(wall.clone())
+    ///     .build()?;
+    /// let taken = |seq: u64, secs_ago: u64| Decision {
+    ///     origin: 5,
+    ///     seq,
+    ///     decided_at: Duration::from_secs(1_000 - secs_ago),
+    ///     action: Action::Route { worker_id: 2, dp_rank: 0, blocks: vec![LocalBlockHash(9)] },
+    /// };
+    /// assert_eq!(index.apply_decision(&taken(1, 10)), Applied::Expired);
+    /// assert_eq!(index.apply_decision(&taken(2, 3)), Applied::Applied);
+    /// assert_eq!(index.apply_decision(&taken(2, 3)), Applied::Duplicate);
+    /// assert_eq!(index.find_matches(&[LocalBlockHash(9)]).scores[&2], 1);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn apply_decision(&self, decision: &Decision) -> Applied {
+        let r = &self.replication;
+        if decision.origin == r.origin && decision.seq >= r.first_seq {
+            return Applied::OwnOrigin;
+        }
+        let mut applied = r.applied_seq.lock();
+        match applied.entry(decision.origin) {
+            Entry::Occupied(mut last) => {
+                if decision.seq <= *last.get() {
+                    r.duplicates.fetch_add(1, Relaxed);
+                    return Applied::Duplicate;
+                }
+                r.gaps.fetch_add(decision.seq - *last.get() - 1, Relaxed);
+                last.insert(decision.seq);
+            }
+            Entry::Vacant(first) => {
+                first.insert(decision.seq);
+            }
+        }
+        let age = r.wall.now().saturating_sub(decision.decided_at);
+        r.lag.record(age);
+        let outcome = match &decision.action {
+            Action::Route {
+                worker_id,
+                dp_rank,
+                blocks,
+            } => {
+                let key = W::from_parts(*worker_id, *dp_rank);
+                let seq = compute_seq_hashes(blocks);
+                if self.inner.record_dated(key, blocks, &seq, nanos(age)) {
+                    Applied::Applied
+                } else {
+                    Applied::Expired
+                }
+            }
+            Action::RemoveWorker { worker_id } => {
+                self.inner.workers.remove(*worker_id);
+                Applied::Applied
+            }
+            Action::RemoveKey { worker_id, dp_rank } => {
+                self.inner
+                    .workers
+                    .remove_rank(W::from_parts(*worker_id, *dp_rank));
+                Applied::Applied
+            }
+        };
+        let counter = match outcome {
+            Applied::Expired => &r.expired,
+            _ => &r.applied,
+        };
+        counter.fetch_add(1, Relaxed);
+        outcome
+    }
+
+    /// The queue of this replica's decisions waiting to be published, when decisions are
+    /// shared ([`Builder::share_decisions`](crate::Builder::share_decisions)); for
+    /// transports.
+    pub fn outbox(&self) -> Option<&Outbox> {
+        self.replication.outbox.as_ref()
+    }
+
+    /// Counters of decision sharing: decisions shared and dropped, applied and skipped,
+    /// and how late they arrived.
+    ///
+    /// ```
+    /// # use approx_kv_index::ApproxKvIndexer;
+    /// let index = ApproxKvIndexer::builder().replica_id(3).share_decisions(8).build()?;
+    /// index.remove_worker(1);
+    /// let stats = index.replication_stats();
+    /// assert_eq!((stats.replica_id, stats.shared, stats.queued), (3, 1, 1));
+    /// # Ok::<(), approx_kv_index::ConfigError>(())
+    /// ```
+    pub fn replication_stats(&self) -> ReplicationStats {
+        self.replication.stats()
+    }
+}

@@ -1,0 +1,147 @@
+//! [`Outbox`]: the bounded queue between recording callers and a transport's publisher.
+//! Pushing never waits: when the queue is full the decision is dropped and counted.
+
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+
+use super::decision::Decision;
+
+/// Decisions of this replica waiting for a transport to publish them.
+///
+/// Recording callers push without waiting (a full outbox drops the decision and counts
+/// it); a publisher thread takes them with [`pop`](Self::pop) and waits for more with
+/// [`wait`](Self::wait).
+///
+/// ```
+/// use std::time::Duration;
+/// use approx_kv_index::ApproxKvIndexer;
+/// let index = ApproxKvIndexer::builder().block_size(2).share_decisions(1).build()?;
+/// index.process_routing_decision_for_request(&[1, 2], 0);
+/// index.process_routing_decision_for_request(&[3, 4], 0); // the outbox is full: dropped
+/// let outbox = index.outbox().unwrap();
+/// assert!(outbox.pop().is_some());
+/// assert!(outbox.pop().is_none());
+/// assert_eq!(outbox.dropped(), 1);
+/// assert!(!outbox.wait(Duration::from_millis(1))); // nothing came
+/// # Ok::<(), approx_kv_index::ConfigError>(())
+/// ```
+pub struct Outbox {
+    queue: ArrayQueue<Decision>,
+    dropped: AtomicU64,
+    /// A publisher is (about to be) waiting in `wait`.
+    waiting: AtomicBool,
+    lock: parking_lot::Mutex<()>,
+    ready: parking_lot::Condvar,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("len", &self.queue.len())
+            .field("capacity", &self.queue.capacity())
+            .field("dropped", &self.dropped())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Outbox {
+    /// An outbox holding at most `capacity` decisions (at least one).
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            queue: ArrayQueue::new(capacity.max(1)),
+            dropped: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+            lock: parking_lot::Mutex::new(()),
+            ready: parking_lot::Condvar::new(),
+        }
+    }
+
+    /// Queues a decision, or drops and counts it when full; wakes a waiting publisher.
+    pub(crate) fn push(&self, decision: Decision) {
+        if self.queue.push(decision).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // Pairs with the fence in `wait`: either the publisher sees the decision before it
+        // sleeps, or this sees it waiting and wakes it.
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Relaxed) {
+            let _held = self.lock.lock();
+            self.ready.notify_one();
+        }
+    }
+
+    /// The oldest queued decision, if any.
+    pub fn pop(&self) -> Option<Decision> {
+        self.queue.pop()
+    }
+
+    /// Waits until a decision is queued or `timeout` passes; returns whether one is
+    /// queued. For one publisher thread (several waiting at once may wait out the
+    /// timeout).
+    pub fn wait(&self, timeout: Duration) -> bool {
+        if !self.queue.is_empty() {
+            return true;
+        }
+        let mut held = self.lock.lock();
+        self.waiting.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if self.queue.is_empty() {
+            let _ = self.ready.wait_for(&mut held, timeout);
+        }
+        self.waiting.store(false, Ordering::Relaxed);
+        !self.queue.is_empty()
+    }
+
+    /// Decisions queued now.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether no decision is queued.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Decisions dropped because the outbox was full, since creation.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::Action;
+
+    fn removal() -> Decision {
+        Decision {
+            origin: 0,
+            seq: 0,
+            decided_at: Duration::ZERO,
+            action: Action::RemoveWorker { worker_id: 0 },
+        }
+    }
+
+    #[test]
+    fn a_push_wakes_a_waiting_publisher() {
+        let outbox = std::sync::Arc::new(Outbox::new(4));
+        let waiter = {
+            let outbox = outbox.clone();
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                (outbox.wait(Duration::from_secs(120)), start.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20)); // let it start waiting (either way works)
+        outbox.push(removal());
+        let (ready, waited) = waiter.join().unwrap();
+        assert!(ready);
+        assert!(
+            waited < Duration::from_secs(60),
+            "woken by the timeout: {waited:?}"
+        );
+    }
+}

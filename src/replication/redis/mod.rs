@@ -1,0 +1,287 @@
+//! Sharing decisions through a Redis stream (feature `redis`), on the `redis` crate's
+//! synchronous API: two threads per index, no async runtime.
+//!
+//! - The **publisher** drains the index's [`Outbox`](crate::replication::Outbox) and
+//!   `XADD`s each decision's encoding (field `d`) to the stream, in pipelined batches,
+//!   trimming it to the [`Retention`]: by time to the TTL window (`MINID ~`), or by length
+//!   in capacity-only mode (`MAXLEN ~`).
+//! - The **subscriber** first reads the whole retained window (a replica that joins late
+//!   starts warm), then tails the stream with blocking `XREAD`s, applying each decision
+//!   with [`ApproxKvIndexer::apply_decision`]. After a lost connection it reconnects with
+//!   exponential backoff and resumes after the last entry it read; decisions trimmed away
+//!   meanwhile show as [`gaps`](RedisSyncStats::gaps).
+//!
+//! Recording and finding never touch the network: while Redis is down they go on locally,
+//! the outbox fills and then drops (counted), and memory stays bounded (the outbox and
+//! one batch). When Redis is back, queued decisions are published and every replica reads
+//! what it missed from the retained window.
+//!
+//! Stream entries are untrusted: an entry without field `d`, or whose value is not a
+//! decision of this format version ([`Decision::decode`](crate::replication::Decision::decode)),
+//! is skipped and counted in [`rejected`](RedisSyncStats::rejected).
+//!
+//! **Connections.** Any URL the `redis` crate takes: `redis://[:PASSWORD@]HOST:PORT[/DB]`
+//! (or `redis://USER:PASSWORD@...` with ACLs). TLS (`rediss://`) needs one of the `redis`
+//! crate's TLS features; this crate does not turn one on (they bring in a TLS stack), so
+//! add `redis = { version = "0.32", features = ["tls-rustls", "tls-rustls-webpki-roots"] }`
+//! (or `"tls-native-tls"`) to your own dependencies and Cargo enables it for this crate too.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use approx_kv_index::ApproxKvIndexer;
+//! use approx_kv_index::replication::redis::{RedisConfig, RedisSync};
+//!
+//! let index = Arc::new(ApproxKvIndexer::builder().share_decisions(65_536).build()?);
+//! let sync = RedisSync::start(Arc::clone(&index), RedisConfig::new("redis://:secret@127.0.0.1:6379"))?;
+//! index.process_routing_decision_for_request(&[1; 64], 3); // also reaches the other replicas
+//! println!("{:?}", sync.stats());
+//! sync.shutdown(); // joins both threads (as dropping it does)
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod link;
+mod publisher;
+mod subscriber;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use link::{Link, Stop};
+
+use crate::engine::NEVER;
+use crate::{ApproxKvIndexer, WorkerKey};
+
+/// The stream field holding a decision's encoding.
+const FIELD: &str = "d";
+/// Entries kept by default when the TTL means never.
+const DEFAULT_MAX_LEN: usize = 1_000_000;
+
+/// How much of the stream the publisher keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// Entries younger than this (by stream id, the server's milliseconds): the TTL, so a
+    /// late joiner reads every decision still live.
+    Window(Duration),
+    /// About this many newest entries (for capacity-only mode, where decisions never
+    /// expire).
+    MaxLen(usize),
+}
+
+/// Settings of a [`RedisSync`].
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    /// The server: `redis://[:PASSWORD@]HOST:PORT[/DB]`.
+    pub url: String,
+    /// The stream's key; one stream per index (replicas of one index share it).
+    /// Default `approx-kv-index:decisions`.
+    pub stream: String,
+    /// How much of the stream to keep; `None` (the default): the index's TTL, or 1,000,000
+    /// entries when its TTL means never.
+    pub retention: Option<Retention>,
+    /// Most decisions per pipelined `XADD` batch and per `XREAD`. Default 512.
+    pub batch: usize,
+    /// How long one `XREAD` blocks waiting for entries (a stop waits at most about this
+    /// long for the subscriber). Default 100 ms.
+    pub read_block: Duration,
+    /// Timeout to connect, and to write a command. Default 1 s.
+    pub connect_timeout: Duration,
+    /// First pause after a failure; it doubles with each failure in a row. Default 10 ms.
+    pub backoff_min: Duration,
+    /// Longest pause between attempts. Default 1 s.
+    pub backoff_max: Duration,
+}
+
+impl RedisConfig {
+    /// The defaults, for the server at `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            stream: "approx-kv-index:decisions".into(),
+            retention: None,
+            batch: 512,
+            read_block: Duration::from_millis(100),
+            connect_timeout: Duration::from_secs(1),
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_secs(1),
+        }
+    }
+
+    /// The same, on stream `name`.
+    pub fn stream(mut self, name: impl Into<String>) -> Self {
+        self.stream = name.into();
+        self
+    }
+
+    /// The same, keeping `retention` of the stream.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+}
+
+/// Counters of a [`RedisSync`] and of its index's sharing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedisSyncStats {
+    /// Decisions of this replica added to the stream.
+    pub published: u64,
+    /// Decisions of this replica dropped because the outbox was full (Redis down or slow).
+    pub dropped: u64,
+    /// Other replicas' decisions applied.
+    pub applied: u64,
+    /// Stream entries skipped: not a decision of this format version.
+    pub rejected: u64,
+    /// Other replicas' decisions skipped as a TTL old on arrival.
+    pub expired: u64,
+    /// Other replicas' decisions never received (trimmed before this replica read them,
+    /// or dropped at their origin).
+    pub gaps: u64,
+    /// Connections lost or refused, by either thread.
+    pub reconnects: u64,
+    /// Median of now - decision time at apply.
+    pub lag_p50: Duration,
+    /// 99th percentile of the same.
+    pub lag_p99: Duration,
+}
+
+/// Why a [`RedisSync`] could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RedisSyncError {
+    /// The URL is not one the `redis` crate takes.
+    Url(redis::RedisError),
+    /// A setting is zero where it must not be (`batch`).
+    Config(&'static str),
+    /// A thread could not be spawned.
+    Spawn(std::io::Error),
+}
+
+impl std::fmt::Display for RedisSyncError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Url(e) => write!(f, "bad Redis URL: {e}"),
+            Self::Config(what) => write!(f, "bad Redis sync setting: {what}"),
+            Self::Spawn(e) => write!(f, "cannot spawn a Redis sync thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RedisSyncError {}
+
+/// An index's connection to the shared stream: a publisher and a subscriber thread.
+/// [`shutdown`](Self::shutdown) or dropping it stops and joins both.
+pub struct RedisSync<W: WorkerKey = crate::WorkerId> {
+    index: Arc<ApproxKvIndexer<W>>,
+    stop: Arc<Stop>,
+    threads: parking_lot::Mutex<Vec<JoinHandle<()>>>,
+    published: Arc<AtomicU64>,
+    rejected: Arc<AtomicU64>,
+    reconnects: Arc<AtomicU64>,
+}
+
+impl<W: WorkerKey> std::fmt::Debug for RedisSync<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSync")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: WorkerKey> RedisSync<W> {
+    /// Starts publishing `index`'s decisions (if it shares them:
+    /// [`Builder::share_decisions`](crate::Builder::share_decisions)) and applying the
+    /// stream's. Connecting happens on the threads, so this succeeds while the server is
+    /// down; they connect when it is up.
+    pub fn start(
+        index: Arc<ApproxKvIndexer<W>>,
+        mut config: RedisConfig,
+    ) -> Result<Self, RedisSyncError> {
+        if config.batch == 0 {
+            return Err(RedisSyncError::Config("batch must be at least 1"));
+        }
+        let client = redis::Client::open(config.url.as_str()).map_err(RedisSyncError::Url)?;
+        let ttl = index.inner.ttl_nanos;
+        config.retention.get_or_insert(if ttl >= NEVER {
+            Retention::MaxLen(DEFAULT_MAX_LEN)
+        } else {
+            Retention::Window(Duration::from_nanos(ttl))
+        });
+        let sync = Self {
+            index,
+            stop: Arc::default(),
+            threads: Default::default(),
+            published: Arc::default(),
+            rejected: Arc::default(),
+            reconnects: Arc::default(),
+        };
+        let read_timeout = config.read_block + config.connect_timeout;
+        let link = |timeout| Link::new(client.clone(), &config, timeout, sync.reconnects.clone());
+        let publisher = {
+            let (index, config, link) = (
+                sync.index.clone(),
+                config.clone(),
+                link(config.connect_timeout),
+            );
+            let (stop, published) = (sync.stop.clone(), sync.published.clone());
+            move || publisher::run(index, config, link, stop, published)
+        };
+        let subscriber = {
+            let (index, link, stop) = (sync.index.clone(), link(read_timeout), sync.stop.clone());
+            let counters = subscriber::Counters {
+                rejected: sync.rejected.clone(),
+            };
+            move || subscriber::run(index, config, link, stop, counters)
+        };
+        for (name, body) in [
+            (
+                "approx-kv-publish",
+                Box::new(publisher) as Box<dyn FnOnce() + Send>,
+            ),
+            ("approx-kv-subscribe", Box::new(subscriber)),
+        ] {
+            let thread = std::thread::Builder::new().name(name.into()).spawn(body);
+            sync.threads
+                .lock()
+                .push(thread.map_err(RedisSyncError::Spawn)?);
+        }
+        Ok(sync)
+    }
+
+    /// The index this syncs.
+    pub fn index(&self) -> &Arc<ApproxKvIndexer<W>> {
+        &self.index
+    }
+
+    /// Counters: published, dropped, applied, rejected, reconnects, apply lag.
+    pub fn stats(&self) -> RedisSyncStats {
+        let r = self.index.replication_stats();
+        RedisSyncStats {
+            published: self.published.load(Relaxed),
+            dropped: r.dropped,
+            applied: r.applied,
+            rejected: self.rejected.load(Relaxed),
+            expired: r.expired,
+            gaps: r.gaps,
+            reconnects: self.reconnects.load(Relaxed),
+            lag_p50: r.lag_p50,
+            lag_p99: r.lag_p99,
+        }
+    }
+
+    /// Stops and joins both threads (within about `read_block` plus a command's
+    /// timeout). Idempotent. Decisions still in the outbox are not published.
+    pub fn shutdown(&self) {
+        self.stop.stop();
+        for thread in self.threads.lock().drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl<W: WorkerKey> Drop for RedisSync<W> {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,315 @@
+//! Replicas sharing decisions through a real `redis-server` (started per test on a free
+//! loopback port, killed at the end): `cargo test --features redis --test redis_sync`.
+//! Without `redis-server` these skip, unless `APPROX_KV_REQUIRE_REDIS=1`.
+//!
+//! Waits are for other threads and a server: each polls for an outcome with a generous
+//! deadline (30 s), never sleeping a fixed time to let something happen.
+#![cfg(feature = "redis")]
+
+mod redis_server;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use approx_kv_index::replication::redis::{RedisConfig, RedisSync, Retention};
+use approx_kv_index::replication::{Action, Decision};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash};
+use redis_server::RedisServer;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn replica(server: &RedisServer, id: u64, stream: &str) -> RedisSync {
+    let index = ApproxKvIndexer::builder()
+        .block_size(4)
+        .ttl(Duration::from_secs(600))
+        .replica_id(id)
+        .share_decisions(65_536)
+        .build()
+        .unwrap();
+    RedisSync::start(
+        Arc::new(index),
+        RedisConfig::new(server.url()).stream(stream),
+    )
+    .unwrap()
+}
+
+/// A prompt of two blocks, distinct per (replica, n).
+fn prompt(replica: u64, n: u32) -> Vec<u32> {
+    let base = (replica as u32) << 20 | n << 3;
+    (base..base + 8).collect()
+}
+
+fn holds(sync: &RedisSync, replica: u64, n: u32) -> bool {
+    let found = sync.index().find_matches_for_request(&prompt(replica, n));
+    found.scores.get(&replica) == Some(&2)
+}
+
+/// Polls `ok` until it holds or the deadline passes; returns whether it held.
+fn eventually(mut ok: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < DEADLINE {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5)); // polling other threads
+    }
+    ok()
+}
+
+#[test]
+fn three_replicas_see_each_others_decisions() {
+    let Some(server) = RedisServer::start(&["--requirepass", "s3cret"]) else {
+        return;
+    };
+    let replicas: Vec<RedisSync> = (0..3).map(|id| replica(&server, id, "three")).collect();
+    const EACH: u32 = 200;
+    for n in 0..EACH {
+        for (id, r) in replicas.iter().enumerate() {
+            // Each replica routes its prompts to a worker named after itself.
+            r.index()
+                .process_routing_decision_for_request(&prompt(id as u64, n), id as u64);
+        }
+    }
+    for r in &replicas {
+        assert!(
+            eventually(|| (0..3).all(|id| (0..EACH).all(|n| holds(r, id, n)))),
+            "{:?}",
+            r.stats()
+        );
+        let s = r.stats();
+        assert_eq!(
+            (s.published, s.applied),
+            (u64::from(EACH), 2 * u64::from(EACH))
+        );
+        assert_eq!((s.rejected, s.dropped, s.gaps, s.expired), (0, 0, 0, 0));
+        assert!(s.lag_p99 < DEADLINE, "{s:?}");
+        eprintln!("replica lag: p50 {:?}, p99 {:?}", s.lag_p50, s.lag_p99);
+    }
+    for r in &replicas {
+        r.shutdown(); // joins both threads
+        r.shutdown(); // idempotent
+    }
+}
+
+#[test]
+fn a_late_joiner_reads_the_retained_window() {
+    let Some(server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let early = replica(&server, 1, "late");
+    for n in 0..100 {
+        early
+            .index()
+            .process_routing_decision_for_request(&prompt(1, n), 1);
+    }
+    assert!(eventually(|| early.stats().published == 100));
+    let late = replica(&server, 2, "late");
+    assert!(eventually(|| (0..100).all(|n| holds(&late, 1, n))));
+    assert_eq!(late.stats().applied, 100);
+}
+
+#[test]
+fn killing_and_restarting_the_server_blocks_no_call_and_replicas_catch_up() {
+    let Some(mut server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let (a, b) = (
+        replica(&server, 1, "restart"),
+        replica(&server, 2, "restart"),
+    );
+    let running = AtomicBool::new(true);
+    let slowest = AtomicU64::new(0);
+    let recorded = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for r in [&a, &b] {
+            let (running, slowest, recorded) = (&running, &slowest, &recorded);
+            s.spawn(move || {
+                // Fewer decisions than the outboxes hold (65,536), so none is dropped and
+                // the markers below are queued however long the server is down.
+                let mut n = 1_000_000;
+                while running.load(Ordering::Relaxed) && n < 1_025_000 {
+                    let start = Instant::now();
+                    let id = r.stats().published; // any number: a changing prompt
+                    let tokens = prompt(9, (n + id as u32) % 4096);
+                    r.index().process_routing_decision_for_request(&tokens, 9);
+                    let _ = r.index().find_matches_for_request(&tokens);
+                    let took = start.elapsed().as_micros() as u64;
+                    slowest.fetch_max(took, Ordering::Relaxed);
+                    recorded.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                    std::thread::sleep(Duration::from_micros(20)); // spreading the calls out
+                }
+            });
+        }
+        a.index()
+            .process_routing_decision_for_request(&prompt(1, 0), 1);
+        assert!(eventually(|| holds(&b, 1, 0)));
+        server.kill();
+        // Recorded while the server is down: queued in a's outbox.
+        a.index()
+            .process_routing_decision_for_request(&prompt(1, 1), 1);
+        assert!(eventually(
+            || a.stats().reconnects > 0 && b.stats().reconnects > 0
+        ));
+        server.restart();
+        a.index()
+            .process_routing_decision_for_request(&prompt(1, 2), 1);
+        assert!(
+            eventually(|| holds(&b, 1, 1) && holds(&b, 1, 2)),
+            "{:?}",
+            b.stats()
+        );
+        running.store(false, Ordering::Relaxed);
+    });
+    assert_eq!(a.stats().dropped + b.stats().dropped, 0);
+    let slowest = Duration::from_micros(slowest.load(Ordering::Relaxed));
+    eprintln!(
+        "{} calls while killing and restarting, slowest {slowest:?}",
+        recorded.load(Ordering::Relaxed)
+    );
+    // No call waits on the network: a generous bound, far below a connect timeout
+    // (1 s) times the retries it would take.
+    assert!(slowest < Duration::from_millis(500), "{slowest:?}");
+}
+
+#[test]
+fn garbage_on_the_stream_is_skipped_and_counted() {
+    let Some(server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let b = replica(&server, 2, "garbage");
+    let mut conn = server.connection();
+    let valid = |seq| Decision {
+        origin: 1,
+        seq,
+        decided_at: approx_kv_index::Clock::now(&approx_kv_index::UnixClock),
+        action: Action::Route {
+            worker_id: 5,
+            dp_rank: 0,
+            blocks: vec![LocalBlockHash(1), LocalBlockHash(2)],
+        },
+    };
+    let mut wrong_version = valid(1).encode();
+    wrong_version[4] = 99;
+    let mut flipped = valid(2).encode();
+    flipped[30] ^= 4;
+    let oversized = vec![7u8; 600_000];
+    let entries: [(&str, &[u8]); 5] = [
+        ("d", b"garbage"),
+        ("other", b"field"),
+        ("d", &wrong_version),
+        ("d", &flipped),
+        ("d", &oversized),
+    ];
+    for (field, value) in entries {
+        redis::cmd("XADD")
+            .arg("garbage")
+            .arg("*")
+            .arg(field)
+            .arg(value)
+            .query::<String>(&mut conn)
+            .unwrap();
+    }
+    let good = valid(3).encode();
+    redis::cmd("XADD")
+        .arg("garbage")
+        .arg("*")
+        .arg("d")
+        .arg(good)
+        .query::<String>(&mut conn)
+        .unwrap();
+    assert!(eventually(|| b.stats().applied == 1));
+    assert_eq!(b.stats().rejected, 5);
+    assert_eq!(b.index().stats().entries, 2); // the valid decision's blocks only
+}
+
+#[test]
+fn trimming_bounds_the_stream() {
+    let Some(server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let mut conn = server.connection();
+    let xlen = |conn: &mut redis::Connection, key: &str| -> usize {
+        redis::cmd("XLEN").arg(key).query(conn).unwrap()
+    };
+    // By length (capacity-only mode): about 100 entries ("~" trims whole nodes of 100).
+    let index = Arc::new(
+        ApproxKvIndexer::builder()
+            .block_size(4)
+            .ttl(Duration::MAX)
+            .replica_id(1)
+            .share_decisions(65_536)
+            .build()
+            .unwrap(),
+    );
+    let config = RedisConfig::new(server.url())
+        .stream("bylen")
+        .retention(Retention::MaxLen(100));
+    let sync = RedisSync::start(index, config).unwrap();
+    for n in 0..2_000 {
+        sync.index()
+            .process_routing_decision_for_request(&prompt(1, n), 1);
+    }
+    assert!(eventually(|| sync.stats().published == 2_000));
+    assert!(
+        xlen(&mut conn, "bylen") <= 200,
+        "{}",
+        xlen(&mut conn, "bylen")
+    );
+
+    // By time: 150 entries from 1970 are older than any window; adding trims the full
+    // node of 100 of them (and "~" may keep the rest, in the node with the new entries).
+    for i in 1..=150 {
+        redis::cmd("XADD")
+            .arg("bytime")
+            .arg(format!("1-{i}"))
+            .arg("x")
+            .arg("old")
+            .query::<String>(&mut conn)
+            .unwrap();
+    }
+    let config = RedisConfig::new(server.url())
+        .stream("bytime")
+        .retention(Retention::Window(Duration::from_secs(60)));
+    let index = ApproxKvIndexer::builder()
+        .block_size(4)
+        .replica_id(3)
+        .share_decisions(64);
+    let sync = RedisSync::start(Arc::new(index.build().unwrap()), config).unwrap();
+    sync.index()
+        .process_routing_decision_for_request(&prompt(3, 0), 1);
+    assert!(eventually(|| sync.stats().published == 1));
+    assert!(
+        xlen(&mut conn, "bytime") <= 51,
+        "{}",
+        xlen(&mut conn, "bytime")
+    );
+}
+
+#[test]
+fn with_the_server_down_recording_goes_on_and_memory_stays_bounded() {
+    let Some(mut server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = server.url();
+    server.kill();
+    let index = ApproxKvIndexer::builder()
+        .block_size(4)
+        .replica_id(1)
+        .share_decisions(100)
+        .build()
+        .unwrap();
+    let sync = RedisSync::start(Arc::new(index), RedisConfig::new(url).stream("down")).unwrap();
+    for n in 0..1_000 {
+        sync.index()
+            .process_routing_decision_for_request(&prompt(1, n), 1);
+    }
+    assert!((0..1_000).all(|n| holds(&sync, 1, n)));
+    let s = sync.index().replication_stats();
+    assert!(s.queued <= 100 && s.dropped >= 1_000 - 100 - 512, "{s:?}");
+    assert!(eventually(|| sync.stats().reconnects > 0));
+    let start = Instant::now();
+    drop(sync); // joins both threads, though connecting fails
+    assert!(start.elapsed() < Duration::from_secs(10));
+}

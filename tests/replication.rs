@@ -1,0 +1,299 @@
+//! Sharing decisions between replicas, without a transport: decisions taken from one
+//! index's outbox, encoded, decoded and applied to others.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use approx_kv_index::replication::{Action, Applied, Decision, DecodeError};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, ManualClock, WorkerWithDpRank};
+use proptest::prelude::*;
+
+const TTL: Duration = Duration::from_secs(10);
+const EPOCH: Duration = Duration::from_secs(1_700_000_000);
+
+/// A replica whose index clock and wall clock are the same manual clock (the wall clock
+/// starting at `EPOCH`: only differences matter).
+fn replica(id: u64, clock: &Arc<ManualClock>) -> ApproxKvIndexer {
+    replica_builder(id, clock).build().unwrap()
+}
+
+fn replica_builder(id: u64, clock: &Arc<ManualClock>) -> approx_kv_index::Builder {
+    ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(TTL)
+        .clock(clock.clone())
+        .wall_clock(clock.clone())
+        .background_sweeper(false)
+        .replica_id(id)
+        .share_decisions(1024)
+}
+
+fn clock() -> Arc<ManualClock> {
+    let clock = Arc::new(ManualClock::new());
+    clock.set(EPOCH);
+    clock
+}
+
+/// Every decision queued by `from`, through the wire format.
+fn drain(from: &ApproxKvIndexer) -> Vec<Decision> {
+    let outbox = from.outbox().unwrap();
+    std::iter::from_fn(|| outbox.pop())
+        .map(|d| Decision::decode(&d.encode()).unwrap())
+        .collect()
+}
+
+fn score(index: &ApproxKvIndexer, tokens: &[u32], worker: u64) -> Option<u32> {
+    index
+        .find_matches_for_request(tokens)
+        .scores
+        .get(&worker)
+        .copied()
+}
+
+#[test]
+fn three_replicas_converge_and_apply_each_decision_once() {
+    let c = clock();
+    let replicas: Vec<_> = (0..3).map(|id| replica(id, &c)).collect();
+    for (i, r) in replicas.iter().enumerate() {
+        r.process_routing_decision_for_request(&[i as u32, 1, 2], i as u64);
+    }
+    let all: Vec<Decision> = replicas.iter().flat_map(drain).collect();
+    assert_eq!(all.len(), 3);
+    for r in &replicas {
+        for d in &all {
+            r.apply_decision(d);
+        }
+        for d in &all {
+            let again = r.apply_decision(d);
+            assert!(matches!(again, Applied::Duplicate | Applied::OwnOrigin));
+        }
+        for i in 0..3u32 {
+            assert_eq!(score(r, &[i, 1, 2], u64::from(i)), Some(3));
+        }
+        let s = r.replication_stats();
+        assert_eq!((s.applied, s.duplicates, s.gaps), (2, 2, 0));
+        assert_eq!(s.lag_p99, Duration::ZERO);
+    }
+    // Receiving decisions records nothing to share: no echo.
+    assert!(replicas.iter().all(|r| r.outbox().unwrap().is_empty()));
+}
+
+#[test]
+fn applied_decisions_expire_from_when_they_were_taken() {
+    let c = clock();
+    let (a, b) = (replica(1, &c), replica(2, &c));
+    a.process_routing_decision_for_request(&[1, 2], 7);
+    c.advance(Duration::from_secs(3));
+    for d in drain(&a) {
+        assert_eq!(b.apply_decision(&d), Applied::Applied);
+    }
+    b.process_routing_decision_for_request(&[5, 6], 8); // taken now, on b
+    c.advance(Duration::from_secs(6)); // 9 s after a's decision
+    assert_eq!(score(&b, &[1, 2], 7), Some(2));
+    c.advance(Duration::from_secs(1)); // 10 s: a TTL after a's decision
+    assert_eq!(score(&b, &[1, 2], 7), None);
+    assert_eq!(score(&a, &[1, 2], 7), None); // as on its origin
+    assert_eq!(score(&b, &[5, 6], 8), Some(2)); // 7 s after b's own
+    assert_eq!(b.replication_stats().lag_p50.as_secs(), 3);
+}
+
+#[test]
+fn decisions_a_ttl_old_are_skipped_and_future_ones_count_as_now() {
+    let c = clock();
+    let b = replica(2, &c);
+    let route = |seq, decided_at| Decision {
+        origin: 1,
+        seq,
+        decided_at,
+        action: Action::Route {
+            worker_id: 4,
+            dp_rank: 0,
+            blocks: vec![LocalBlockHash(seq)],
+        },
+    };
+    assert_eq!(b.apply_decision(&route(1, EPOCH - TTL)), Applied::Expired);
+    assert_eq!(b.find_matches(&[LocalBlockHash(1)]).scores.len(), 0);
+    // An hour in b's future (skewed clocks): dated now, so it lives one TTL from now.
+    let future = EPOCH + Duration::from_secs(3600);
+    assert_eq!(b.apply_decision(&route(2, future)), Applied::Applied);
+    c.advance(TTL - Duration::from_nanos(1));
+    assert_eq!(b.find_matches(&[LocalBlockHash(2)]).scores[&4], 1);
+    c.advance(Duration::from_nanos(1));
+    assert!(b.find_matches(&[LocalBlockHash(2)]).scores.is_empty());
+    assert_eq!(b.replication_stats().expired, 1);
+}
+
+#[test]
+fn own_decisions_and_gaps() {
+    let c = clock();
+    let a = replica(1, &c);
+    for t in 0..5 {
+        a.process_routing_decision_for_request(&[t], 0);
+    }
+    let sent = drain(&a);
+    assert_eq!(a.apply_decision(&sent[0]), Applied::OwnOrigin);
+    let b = replica(2, &c);
+    b.apply_decision(&sent[0]);
+    b.apply_decision(&sent[3]); // 1 and 2 never arrived
+    assert_eq!(b.apply_decision(&sent[2]), Applied::Duplicate); // late: out of order
+    b.apply_decision(&sent[4]);
+    let s = b.replication_stats();
+    assert_eq!((s.applied, s.gaps, s.duplicates), (3, 2, 1));
+}
+
+#[test]
+fn caps_hold_for_applied_decisions() {
+    let c = clock();
+    let a = replica(1, &c);
+    let b = replica_builder(2, &c)
+        .max_blocks_per_worker(3)
+        .build()
+        .unwrap();
+    a.process_routing_decision_for_request(&[1, 2], 0);
+    c.advance(Duration::from_secs(1));
+    a.process_routing_decision_for_request(&[3, 4], 0);
+    for d in drain(&a) {
+        b.apply_decision(&d);
+    }
+    assert_eq!(b.stats().entries, 3);
+    assert_eq!(score(&b, &[3, 4], 0), Some(2)); // the newer decision whole
+    assert_eq!(score(&b, &[1, 2], 0), Some(1)); // the older lost its deepest block
+}
+
+#[test]
+fn never_means_never_for_applied_decisions() {
+    let c = clock();
+    let a = replica(1, &c);
+    let b = replica_builder(2, &c).ttl(Duration::MAX).build().unwrap();
+    a.process_routing_decision_for_request(&[1], 3);
+    c.advance(Duration::from_secs(1_000_000));
+    for d in drain(&a) {
+        assert_eq!(b.apply_decision(&d), Applied::Applied);
+    }
+    c.advance(Duration::from_secs(1_000_000));
+    assert_eq!(score(&b, &[1], 3), Some(1));
+}
+
+#[test]
+fn removals_are_shared_per_worker_and_per_rank() {
+    let c = clock();
+    let ranked = |id| {
+        replica_builder(id, &c)
+            .build_for::<WorkerWithDpRank>()
+            .unwrap()
+    };
+    let (a, b) = (ranked(1), ranked(2));
+    let (r0, r1, other) = (
+        WorkerWithDpRank::new(7, 0),
+        WorkerWithDpRank::new(7, 1),
+        WorkerWithDpRank::new(8, 0),
+    );
+    for key in [r0, r1, other] {
+        a.process_routing_decision_for_request(&[1, 2], key);
+    }
+    a.remove_worker_key(r1);
+    let sync = |from: &ApproxKvIndexer<WorkerWithDpRank>| {
+        let outbox = from.outbox().unwrap();
+        while let Some(d) = outbox.pop() {
+            b.apply_decision(&d);
+        }
+    };
+    sync(&a);
+    let found = b.find_matches_for_request(&[1, 2]).scores;
+    assert_eq!((found.get(&r0), found.get(&r1)), (Some(&2), None));
+    a.remove_worker(7);
+    sync(&a);
+    let found = b.find_matches_for_request(&[1, 2]).scores;
+    assert_eq!(found.keys().copied().collect::<Vec<_>>(), vec![other]);
+}
+
+#[test]
+fn a_full_outbox_drops_and_counts_but_records_locally() {
+    let c = clock();
+    let a = replica_builder(1, &c).share_decisions(2).build().unwrap();
+    for t in 0..5 {
+        a.process_routing_decision_for_request(&[t], 0);
+    }
+    assert!((0..5).all(|t| score(&a, &[t], 0) == Some(1)));
+    let s = a.replication_stats();
+    assert_eq!((s.shared, s.dropped, s.queued), (5, 3, 2));
+}
+
+#[test]
+fn an_index_that_does_not_share_queues_nothing() {
+    let index = ApproxKvIndexer::new(1, TTL).unwrap();
+    index.process_routing_decision_for_request(&[1], 0);
+    assert!(index.outbox().is_none());
+    assert_eq!(index.replication_stats().shared, 0);
+}
+
+fn arb_decision() -> impl Strategy<Value = Decision> {
+    let action = prop_oneof![
+        (
+            any::<u64>(),
+            any::<u32>(),
+            prop::collection::vec(any::<u64>(), 0..40)
+        )
+            .prop_map(|(w, r, b)| Action::Route {
+                worker_id: w,
+                dp_rank: r,
+                blocks: b.into_iter().map(LocalBlockHash).collect(),
+            }),
+        any::<u64>().prop_map(|w| Action::RemoveWorker { worker_id: w }),
+        (any::<u64>(), any::<u32>()).prop_map(|(w, r)| Action::RemoveKey {
+            worker_id: w,
+            dp_rank: r
+        }),
+    ];
+    (any::<u64>(), any::<u64>(), any::<u64>(), action).prop_map(|(origin, seq, at, action)| {
+        Decision {
+            origin,
+            seq,
+            decided_at: Duration::from_nanos(at),
+            action,
+        }
+    })
+}
+
+proptest! {
+    #[test]
+    fn decisions_round_trip(d in arb_decision()) {
+        prop_assert_eq!(Decision::decode(&d.encode()), Ok(d));
+    }
+
+    #[test]
+    fn any_bytes_decode_to_a_value_or_an_error(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        let _ = Decision::decode(&bytes);
+    }
+
+    #[test]
+    fn any_change_to_an_encoding_is_detected(d in arb_decision(), at in any::<prop::sample::Index>(), bit in 0..8u8) {
+        let mut bytes = d.encode();
+        let i = at.index(bytes.len());
+        bytes[i] ^= 1 << bit;
+        prop_assert!(Decision::decode(&bytes).is_err());
+    }
+}
+
+#[test]
+fn a_foreign_stream_entry_is_an_error() {
+    assert_eq!(Decision::decode(b""), Err(DecodeError::NotADecision));
+}
+
+#[test]
+fn a_replica_restarted_with_its_id_gets_its_old_decisions_back() {
+    let c = clock();
+    let before = replica(1, &c);
+    before.process_routing_decision_for_request(&[1, 2], 5);
+    let retained = drain(&before); // what a stream would replay
+    drop(before);
+    c.advance(Duration::from_secs(1));
+    let after = replica(1, &c); // same id, numbered from its own start
+    after.process_routing_decision_for_request(&[7], 5);
+    for d in retained.iter().chain(&drain(&after)) {
+        after.apply_decision(d);
+    }
+    assert_eq!(score(&after, &[1, 2], 5), Some(2));
+    let s = after.replication_stats();
+    assert_eq!(s.applied, 1); // the old decision; its own new one is skipped
+}
