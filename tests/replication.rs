@@ -141,6 +141,33 @@ fn own_decisions_and_gaps() {
     assert_eq!((s.applied, s.gaps, s.duplicates), (3, 2, 1));
 }
 
+/// Under caps a worker's decisions get distinct expiries to order evictions; a decision
+/// taken on another replica 3 s ago still expires 3 s earlier than one taken now, and is
+/// evicted as the older one.
+#[test]
+fn applied_decisions_keep_their_age_under_caps() {
+    let c = clock();
+    let a = replica(1, &c);
+    let b = replica_builder(2, &c)
+        .max_blocks_per_worker(4)
+        .build()
+        .unwrap();
+    a.process_routing_decision_for_request(&[1, 2], 0);
+    c.advance(Duration::from_secs(3));
+    b.process_routing_decision_for_request(&[5, 6], 0); // taken now, on b
+    for d in drain(&a) {
+        assert_eq!(b.apply_decision(&d), Applied::Applied);
+    }
+    c.advance(Duration::from_secs(6)); // 9 s after a's decision
+    assert_eq!(score(&b, &[1, 2], 0), Some(2));
+    b.process_routing_decision_for_request(&[7], 0); // 5 blocks: the oldest block goes
+    assert_eq!(score(&b, &[1, 2], 0), Some(1), "a's decision is the older");
+    assert_eq!(score(&b, &[5, 6], 0), Some(2));
+    c.advance(Duration::from_secs(1)); // 10 s: a TTL after a's decision
+    assert_eq!(score(&b, &[1, 2], 0), None);
+    assert_eq!(score(&b, &[5, 6], 0), Some(2)); // 7 s after b's own
+}
+
 #[test]
 fn caps_hold_for_applied_decisions() {
     let c = clock();

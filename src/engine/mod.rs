@@ -186,14 +186,21 @@ impl Engine {
             return true; // removed meanwhile: the decision comes before the removal
         }
         let now = self.now();
-        let expiry = self.expiry_for(slot, now, ttl);
+        // A decision taken now is made later than the worker's previous ones (with caps);
+        // one taken in the past keeps its age and is logged in expiry order among them.
+        let dated = age > 0;
+        let expiry = if dated {
+            now.saturating_add(ttl)
+        } else {
+            self.expiry_for(slot, now, ttl)
+        };
         let added = self.tree.record(slot, local, seq, expiry, &guard);
         self.workers.adjust_entries(slot, added as i64);
         if let Some(timers) = self.timers() {
             timers.schedule(expiry, Timer { leaf, slot });
         }
         if self.caps.any() {
-            self.log(slot, (leaf, expiry, Span::Path), false, &guard);
+            self.log(slot, (leaf, expiry, Span::Path), dated, &guard);
             self.enforce_caps(slot, added, &guard);
         }
         self.workers.end_write(slot, Write::Approx);
