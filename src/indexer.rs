@@ -289,7 +289,30 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert!(index.find_matches(&[LocalBlockHash(1)]).scores.is_empty());
     /// ```
     pub fn find_matches(&self, local: &[LocalBlockHash]) -> OverlapScores<W> {
-        self.inner.find(local)
+        let mut out = OverlapScores::default();
+        self.inner.find_into(local, &mut out);
+        out
+    }
+
+    /// As [`find_matches`](Self::find_matches), into `out`: cleared first, then filled.
+    /// A router that keeps one `OverlapScores` per thread and passes it to every find
+    /// allocates nothing once its maps have grown to the number of workers that match.
+    ///
+    /// ```
+    /// # use approx_kv_index::*;
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 7);
+    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 2);
+    /// let mut found = OverlapScores::default();
+    /// index.find_matches_into(&local, &mut found);
+    /// assert_eq!(found.scores[&7], 2);
+    /// index.find_matches_into(&local[..1], &mut found); // reused: the old answer is gone
+    /// assert_eq!(found.scores[&7], 1);
+    /// # index.find_matches_into(&[], &mut found);
+    /// # assert!(found.scores.is_empty() && found.tree_sizes.is_empty());
+    /// ```
+    pub fn find_matches_into(&self, local: &[LocalBlockHash], out: &mut OverlapScores<W>) {
+        self.inner.find_into(local, out);
     }
 
     /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is

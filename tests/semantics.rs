@@ -161,6 +161,44 @@ fn a_thousand_workers_share_a_prefix() {
 }
 
 #[test]
+fn many_workers_holding_prefixes_of_every_length_score_each_its_own() {
+    // 300 workers (more than the 64 from which a find tries the last block first), worker
+    // w holding the first 1 + w % 40 blocks of one 40-block prompt, recorded in ascending
+    // and then descending worker order (appends in place, then inserts in the middle);
+    // half of them recorded again later, so expiry removes the others.
+    let (index, clock) = manual_index(4, TTL);
+    let prompt = tokens(0, 160);
+    let blocks = |w: u64| 1 + (w % 40) as usize;
+    let order: Vec<u64> = (0..150).chain((150..300).rev()).collect();
+    for &w in &order {
+        index.process_routing_decision_for_request(&prompt[..4 * blocks(w)], w);
+    }
+    let mut found = OverlapScores::default();
+    let local = compute_block_hash_for_seq(&prompt, 4);
+    index.find_matches_into(&local, &mut found);
+    assert_eq!(found.scores.len(), 300);
+    for w in 0..300u64 {
+        assert_eq!(found.scores[&w], blocks(w) as u32, "worker {w}");
+        assert_eq!(found.tree_sizes[&w], blocks(w));
+    }
+    // Every worker whose prefix is whole: all of them on a query of one block, the
+    // workers with 40 blocks on the whole prompt.
+    index.find_matches_into(&local[..1], &mut found);
+    assert!(found.scores.len() == 300 && found.scores.values().all(|&s| s == 1));
+    clock.advance(TTL / 2);
+    for w in (0..300u64).filter(|w| w % 2 == 0) {
+        index.process_routing_decision_for_request(&prompt, w);
+    }
+    clock.advance(TTL / 2);
+    index.sweep_expired();
+    index.find_matches_into(&local, &mut found);
+    assert_eq!(found.scores.len(), 150);
+    assert!(found.scores.iter().all(|(w, &s)| w % 2 == 0 && s == 40));
+    assert_eq!(found, index.find_matches(&local));
+    assert_eq!(index.stats().entries, 150 * 40);
+}
+
+#[test]
 fn remove_then_re_add_starts_fresh() {
     let (index, clock) = manual_index(4, TTL);
     index.process_routing_decision_for_request(&tokens(0, 16), 5);

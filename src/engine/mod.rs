@@ -124,11 +124,15 @@ impl Engine {
         (!self.never).then_some(&self.expiry)
     }
 
-    pub(crate) fn find<W: WorkerKey>(&self, local: &[LocalBlockHash]) -> OverlapScores<W> {
+    pub(crate) fn find_into<W: WorkerKey>(
+        &self,
+        local: &[LocalBlockHash],
+        out: &mut OverlapScores<W>,
+    ) {
         self.finds.add(1);
         let guard = epoch::pin();
         let now = self.read_time(self.now());
-        self.tree.find(local, now, &self.workers, &guard)
+        self.tree.find_into(local, now, &self.workers, &guard, out);
     }
 
     pub(crate) fn dump<W: WorkerKey>(&self) -> Vec<crate::RouterEvent<W>> {

@@ -47,7 +47,7 @@ fn find(shard: &Shard, reclaimed: &AtomicBool, guard: &Guard) -> Option<(u32, u6
         !watch::freed(),
         "the array was freed while the find read it"
     );
-    let seen = holders.iter().map(|h| (h.slot, h.claim().expiry)).next();
+    let seen = holders.iter().map(|h| (h.slot(), h.claim().expiry)).next();
     let freed = watch::unwatch();
     assert!(!freed, "the array was freed while the find read it");
     Some(seen.expect("a linked node has a holder"))

@@ -11,6 +11,7 @@
 //! Each model names, in its doc comment, the ordering it checks and the `loom_break` cfg
 //! (or the one-line patch) that breaks it, with the failure loom then reports.
 
+mod append_vs_find;
 mod find_vs_unlink;
 mod handover;
 mod record_vs_sweep;

@@ -47,7 +47,7 @@ impl Tree {
                 if !c.live(at.live) {
                     continue;
                 }
-                if let Some(worker) = workers.alive::<W>(holder.slot) {
+                if let Some(worker) = workers.alive::<W>(holder.slot()) {
                     rows.push(LiveEntry {
                         depth: node.depth,
                         worker,

@@ -7,44 +7,99 @@
 //! workers, and goes on. Otherwise (after exact KV events, restores, or caller-supplied
 //! hashes that are not a chain) it walks block by block. See `docs/design.md`.
 
+use std::cell::RefCell;
+
 use crossbeam_epoch::Guard;
 
 use super::{Holder, Tree};
 use crate::hash::SeqChain;
 use crate::scores::OverlapScores;
 use crate::workers::{Slot, Workers};
-use crate::{LocalBlockHash, WorkerKey};
+use crate::{LocalBlockHash, WorkerKey, WorkerWithDpRank};
+
+/// From this many workers on the first block on, a nested find tries the last block first.
+const MANY_WORKERS: usize = 64;
+
+/// A find's working memory, kept per thread so that a find allocates nothing once warm
+/// (with [`OverlapScores`] reused, nothing at all).
+#[derive(Default)]
+struct Scratch {
+    /// Workers holding every block so far, sorted by slot.
+    active: Vec<(Slot, WorkerWithDpRank)>,
+    /// Sequence hashes of the query, as far as probes needed them.
+    seq: Vec<u64>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Runs `f` with this thread's scratch, or with a fresh one where that is unavailable (a
+/// find nested in another, or a thread being torn down): never a panic.
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    let mut f = Some(f);
+    let reused = SCRATCH.try_with(|cell| {
+        cell.try_borrow_mut().ok().map(|mut scratch| {
+            scratch.active.clear();
+            scratch.seq.clear();
+            (f.take().expect("called once"))(&mut scratch)
+        })
+    });
+    match reused {
+        Ok(Some(r)) => r,
+        _ => (f.take().expect("called once"))(&mut Scratch::default()),
+    }
+}
 
 impl Tree {
-    /// For each live worker, the length of the leading run of `local` blocks it holds at `now`.
-    pub(crate) fn find<W: WorkerKey>(
+    /// For each live worker, the length of the leading run of `local` blocks it holds at
+    /// `now`, written into `out` (cleared first; its maps keep their capacity).
+    pub(crate) fn find_into<W: WorkerKey>(
         &self,
         local: &[LocalBlockHash],
         now: u64,
         workers: &Workers,
         guard: &Guard,
-    ) -> OverlapScores<W> {
-        if !self.nested.load(std::sync::atomic::Ordering::Relaxed) {
-            return self.find_walk(local, now, workers, guard);
-        }
-        let mut scores = OverlapScores::default();
+        out: &mut OverlapScores<W>,
+    ) {
+        out.scores.clear();
+        out.tree_sizes.clear();
+        with_scratch(|scratch| {
+            if self.nested.load(std::sync::atomic::Ordering::Relaxed) {
+                self.find_nested(local, now, workers, guard, scratch, out);
+            } else {
+                self.find_walk(local, now, workers, guard, scratch, out);
+            }
+        });
+    }
+
+    /// The galloping find, for nested holder sets.
+    fn find_nested<W: WorkerKey>(
+        &self,
+        local: &[LocalBlockHash],
+        now: u64,
+        workers: &Workers,
+        guard: &Guard,
+        scratch: &mut Scratch,
+        out: &mut OverlapScores<W>,
+    ) {
         let n = local.len();
         let Some(&first) = local.first() else {
-            return scores;
+            return;
         };
+        let Scratch { active, seq } = scratch;
         // Block 0's sequence hash is its local hash.
-        let mut active: Vec<(Slot, W)> = match self.nodes.get(&first.0) {
-            Some(node) => live_workers(node.holders(guard), now, workers).collect(),
-            None => return scores,
-        };
-        if active.is_empty() {
-            return scores;
+        match self.nodes.get(&first.0) {
+            Some(node) => active.extend(live_workers(node.holders(guard), now, workers)),
+            None => return,
         }
-        scores.scores.reserve(active.len());
-        scores.tree_sizes.reserve(active.len());
+        if active.is_empty() {
+            return;
+        }
+        out.scores.reserve(active.len());
+        out.tree_sizes.reserve(active.len());
         // Sequence hashes, computed only as far as a probe needs them.
         let mut chain = SeqChain::default();
-        let mut seq: Vec<u64> = Vec::with_capacity(n);
         let mut probe = |k: usize| -> &[Holder] {
             while seq.len() <= k {
                 seq.push(chain.next(local[seq.len()]).0);
@@ -55,14 +110,21 @@ impl Tree {
         };
         // Every worker in `active` holds blocks 0..=lo. Holder sets shrink with depth
         // (`nested`), so the first block where some active worker is missing is found by
-        // galloping forward (1, 2, 4, ... blocks), then bisecting.
+        // galloping forward (1, 2, 4, ... blocks), then bisecting. With many workers on
+        // the first block, each probe scans them all, so the last block is tried first:
+        // when they all hold the whole query (a system prompt shared by a fleet), that
+        // settles it in one probe; otherwise it cost one scan and the hashes the gallop
+        // would mostly compute anyway.
         let mut lo = 0;
+        if n > 1 && active.len() >= MANY_WORKERS && all_kept(active, probe(n - 1), now) {
+            lo = n - 1;
+        }
         while !active.is_empty() && lo + 1 < n {
             let mut step = 1;
             let mut hi = None;
             while lo + 1 < n {
                 let k = (lo + step).min(n - 1);
-                if count_kept(&active, probe(k), now) == active.len() {
+                if all_kept(active, probe(k), now) {
                     lo = k;
                     step *= 2;
                 } else {
@@ -73,24 +135,21 @@ impl Tree {
             let Some(mut hi) = hi else { break };
             while hi - lo > 1 {
                 let mid = lo + (hi - lo) / 2;
-                if count_kept(&active, probe(mid), now) == active.len() {
+                if all_kept(active, probe(mid), now) {
                     lo = mid;
                 } else {
                     hi = mid;
                 }
             }
             let depth = hi as u32;
-            retain_holders(&mut active, probe(hi), now, |slot, worker| {
-                scores.scores.insert(worker, depth);
-                scores.tree_sizes.insert(worker, workers.entries(slot));
+            retain_holders(active, probe(hi), now, |slot, worker| {
+                report(out, workers, slot, worker, depth);
             });
             lo = hi;
         }
-        for &(slot, worker) in &active {
-            scores.scores.insert(worker, n as u32);
-            scores.tree_sizes.insert(worker, workers.entries(slot));
+        for &(slot, worker) in active.iter() {
+            report(out, workers, slot, worker, n as u32);
         }
-        scores
     }
 
     /// The block-by-block walk, for when holder sets may not be nested.
@@ -100,10 +159,11 @@ impl Tree {
         now: u64,
         workers: &Workers,
         guard: &Guard,
-    ) -> OverlapScores<W> {
-        let mut scores = OverlapScores::default();
+        scratch: &mut Scratch,
+        out: &mut OverlapScores<W>,
+    ) {
         // Workers still matching every block so far, sorted by slot.
-        let mut active: Vec<(Slot, W)> = Vec::new();
+        let active = &mut scratch.active;
         let mut chain = SeqChain::default();
         let mut depth = 0u32;
         for (i, &block) in local.iter().enumerate() {
@@ -116,9 +176,8 @@ impl Tree {
             if i == 0 {
                 active.extend(live_workers(holders, now, workers));
             } else {
-                retain_holders(&mut active, holders, now, |slot, worker| {
-                    scores.scores.insert(worker, depth);
-                    scores.tree_sizes.insert(worker, workers.entries(slot));
+                retain_holders(active, holders, now, |slot, worker| {
+                    report(out, workers, slot, worker, depth);
                 });
             }
             if active.is_empty() {
@@ -126,41 +185,53 @@ impl Tree {
             }
             depth += 1;
         }
-        for &(slot, worker) in &active {
-            scores.scores.insert(worker, depth);
-            scores.tree_sizes.insert(worker, workers.entries(slot));
+        for &(slot, worker) in active.iter() {
+            report(out, workers, slot, worker, depth);
         }
-        scores
     }
+}
+
+/// Records `worker`'s score in `out`, with its number of entries.
+#[inline]
+fn report<W: WorkerKey>(
+    out: &mut OverlapScores<W>,
+    workers: &Workers,
+    slot: Slot,
+    worker: WorkerWithDpRank,
+    depth: u32,
+) {
+    let key = W::from_parts(worker.worker_id, worker.dp_rank);
+    out.scores.insert(key, depth);
+    out.tree_sizes.insert(key, workers.entries(slot));
 }
 
 /// The holders live at `now` whose worker is alive, with their worker keys, by slot.
 #[inline]
-fn live_workers<'a, W: WorkerKey>(
+fn live_workers<'a>(
     holders: &'a [Holder],
     now: u64,
     workers: &'a Workers,
-) -> impl Iterator<Item = (Slot, W)> + 'a {
+) -> impl Iterator<Item = (Slot, WorkerWithDpRank)> + 'a {
     holders
         .iter()
         .filter(move |h| h.live_at(now))
-        .filter_map(|h| workers.alive(h.slot).map(|w| (h.slot, w)))
+        .filter_map(|h| workers.alive(h.slot()).map(|w| (h.slot(), w)))
 }
 
-/// How many of `active` hold a live entry in `holders` (both sorted by slot).
+/// Whether every worker of `active` holds a live entry in `holders` (both sorted by slot);
+/// stops at the first that does not.
 #[inline]
-fn count_kept<W>(active: &[(Slot, W)], holders: &[Holder], now: u64) -> usize {
+fn all_kept<W>(active: &[(Slot, W)], holders: &[Holder], now: u64) -> bool {
+    if holders.len() < active.len() {
+        return false;
+    }
     let mut j = 0;
-    let mut kept = 0;
-    for &(slot, _) in active {
-        while j < holders.len() && holders[j].slot < slot {
+    active.iter().all(|&(slot, _)| {
+        while j < holders.len() && holders[j].slot() < slot {
             j += 1;
         }
-        if j < holders.len() && holders[j].slot == slot && holders[j].live_at(now) {
-            kept += 1;
-        }
-    }
-    kept
+        j < holders.len() && holders[j].slot() == slot && holders[j].live_at(now)
+    })
 }
 
 /// Keeps the `active` workers that hold a live entry in `holders` (both sorted by slot);
@@ -174,10 +245,10 @@ fn retain_holders<W: Copy>(
 ) {
     let mut j = 0;
     active.retain(|&(slot, worker)| {
-        while j < holders.len() && holders[j].slot < slot {
+        while j < holders.len() && holders[j].slot() < slot {
             j += 1;
         }
-        let keep = j < holders.len() && holders[j].slot == slot && holders[j].live_at(now);
+        let keep = j < holders.len() && holders[j].slot() == slot && holders[j].live_at(now);
         if !keep {
             dropped(slot, worker);
         }

@@ -301,7 +301,7 @@ impl Tree {
         let keys: Vec<u64> = self
             .nodes
             .iter()
-            .filter(|n| n.holders(guard).iter().any(|h| slots.contains(&h.slot)))
+            .filter(|n| n.holders(guard).iter().any(|h| slots.contains(&h.slot())))
             .map(|n| *n.key())
             .collect();
         for key in keys {

@@ -1,14 +1,16 @@
 //! A tree node's payload: which worker slots hold the block, and until when.
 //!
-//! The holders are an immutable-shape array sorted by slot, published through a
-//! `crossbeam_epoch::Atomic`. Its *claim* fields (see `claim.rs`) are atomics that
-//! refreshers update in place; its *shape* (which slots are present) changes only by building
-//! a new array and swapping it in, which callers do only while holding the node's map-shard
-//! write lock.
+//! The holders are an array sorted by slot, published through a `crossbeam_epoch::Atomic`,
+//! with room for more: the node's `len` says how many of its cells are holders. Its *claim*
+//! fields (see `claim.rs`) are atomics that refreshers update in place; its *shape* (which
+//! slots are present) changes only under the node's map-shard write lock, in two ways: a
+//! slot above every holder is *appended* in place (written into the first free cell, then
+//! counted in `len`), anything else builds a new array and swaps it in.
 //!
 //! Protocol (see `docs/design.md`, "Epoch protocol"):
-//! - readers (find, dump) copy the array pointer under the shard read lock, drop the lock,
-//!   and read the array under an epoch guard;
+//! - readers (find, dump) copy the array pointer and `len` under the shard read lock, drop
+//!   the lock, and read those `len` holders under an epoch guard: a later append writes only
+//!   cells past them, and a later shape change publishes a new array;
 //! - refreshers update a claim atomically while holding the shard *read* lock, so a shape
 //!   change or walk (write lock) never runs concurrently and can never lose a refresh;
 //! - a shape change copies the current claims into a new array, publishes it, and
@@ -19,15 +21,19 @@ use std::mem::MaybeUninit;
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 
 use super::claim::Claim;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::workers::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
 /// One (block, worker) entry: the worker's slot and its [claim](super::claim), as two
 /// atomics that change in place (see `claim.rs` for why readers may load them apart).
+///
+/// Every field is an atomic (the slot never changes once written; its loads are plain
+/// loads): holders live in `MaybeUninit` cells that an append writes while readers hold a
+/// shared view of the array, which is sound only for memory inside `UnsafeCell`s.
 #[derive(Debug)]
 pub(crate) struct Holder {
-    pub(crate) slot: Slot,
+    slot: AtomicU32,
     exact: AtomicBool,
     expiry: AtomicU64,
 }
@@ -39,10 +45,16 @@ const _: () = assert!(!std::mem::needs_drop::<Holder>());
 impl Holder {
     fn new(slot: Slot, claim: Claim) -> Self {
         Self {
-            slot,
+            slot: AtomicU32::new(slot),
             exact: AtomicBool::new(claim.exact),
             expiry: AtomicU64::new(claim.expiry),
         }
+    }
+
+    /// The worker slot of this entry.
+    #[inline]
+    pub(crate) fn slot(&self) -> Slot {
+        self.slot.load(Ordering::Relaxed)
     }
 
     /// Whether the entry reports the block as held at `now` (the expiry first: the exact
@@ -76,8 +88,21 @@ impl Holder {
     }
 }
 
-/// The epoch-published array of holders (one allocation, its length in a `usize` header).
+/// The epoch-published array of holder cells (one allocation, its capacity in a `usize`
+/// header); the node's `len` says how many leading cells hold initialised holders.
 type HolderArray = [MaybeUninit<Holder>];
+
+/// The capacity of an array built for `len` holders: exact, except when the array grows by
+/// an append at the end (slots joining in ascending order, as new workers do), which leaves
+/// a quarter more room so that the next appends write in place: the n-th sharer of a block
+/// then costs O(1) amortised instead of a copy of n holders.
+fn capacity_for(len: usize, appended: bool) -> usize {
+    if appended && len > 4 {
+        len + len / 4
+    } else {
+        len
+    }
+}
 
 /// A radix-tree node, stored inline as the value of the node map (keyed by its sequence hash).
 #[derive(Debug)]
@@ -88,14 +113,22 @@ pub(crate) struct Node {
     pub(crate) local: LocalBlockHash,
     /// Position of the block in its prompt (0 for a first block).
     pub(crate) depth: u32,
+    /// How many leading cells of `holders` are holders (the rest are free room). Read and
+    /// written only under the shard lock, like the node itself.
+    len: u32,
     holders: Atomic<HolderArray>,
 }
 
-/// Builds a published-ready array from `(slot, claim)` pairs already sorted by slot,
-/// writing exactly `len` elements (asserted: a shorter or longer iterator is a bug that
-/// would otherwise publish uninitialised holders).
-fn new_array(len: usize, pairs: impl Iterator<Item = (Slot, Claim)>) -> Owned<HolderArray> {
-    let mut array = Owned::<HolderArray>::init(len);
+/// Builds a published-ready array of `capacity` cells from `(slot, claim)` pairs already
+/// sorted by slot, writing exactly `len` leading cells (asserted: a shorter or longer
+/// iterator is a bug that would otherwise publish uninitialised holders).
+fn new_array(
+    len: usize,
+    capacity: usize,
+    pairs: impl Iterator<Item = (Slot, Claim)>,
+) -> Owned<HolderArray> {
+    assert!(len <= capacity && capacity <= u32::MAX as usize);
+    let mut array = Owned::<HolderArray>::init(capacity);
     let mut written = 0;
     for (slot, claim) in pairs {
         assert!(written < len, "holder array overrun");
@@ -106,20 +139,25 @@ fn new_array(len: usize, pairs: impl Iterator<Item = (Slot, Claim)>) -> Owned<Ho
     array
 }
 
-/// Views a published array as initialised holders.
+/// Views the first `len` cells of a published array as initialised holders.
 #[inline]
-fn as_holders<'g>(array: Shared<'g, HolderArray>) -> &'g [Holder] {
+fn as_holders<'g>(array: Shared<'g, HolderArray>, len: u32) -> &'g [Holder] {
     if array.is_null() {
         return &[];
     }
     // SAFETY: a non-null pointer in `Node::holders` was made by `new_array`, which writes
-    // every element (it asserts the count) before the array is published, and
-    // `MaybeUninit<Holder>` has the layout of `Holder`. The array is freed only through
+    // the node's `len` leading cells (it asserts the count) before the array is published;
+    // `Node::upsert` writes cell `len` before counting it; `len` and the pointer are read
+    // together under the shard lock that every change to them holds, so the first `len`
+    // cells are initialised (`Node::holders` clamps `len` to the capacity as well).
+    // `MaybeUninit<Holder>` has the layout of `Holder`. Cells below `len` are never
+    // written again except through their atomics. The array is freed only through
     // `defer_destroy` after it has been unlinked, so it outlives the guard `'g` that the
     // caller loaded it under.
     unsafe {
         let cells: &'g HolderArray = array.deref();
-        std::slice::from_raw_parts(cells.as_ptr().cast::<Holder>(), cells.len())
+        let len = (len as usize).min(cells.len());
+        std::slice::from_raw_parts(cells.as_ptr().cast::<Holder>(), len)
     }
 }
 
@@ -161,15 +199,17 @@ impl Node {
             parent,
             local,
             depth,
-            holders: Atomic::from(new_array(1, std::iter::once((slot, claim)))),
+            len: 1,
+            holders: Atomic::from(new_array(1, 1, std::iter::once((slot, claim)))),
         }
     }
 
-    /// The holders, sorted by slot. The caller may drop the map lock afterwards: the
-    /// slice stays valid for `'g`.
+    /// The holders, sorted by slot. Call it under the shard lock (which `&self` through
+    /// the map means); the caller may drop the lock afterwards: the slice stays valid, and
+    /// unchanged in shape, for `'g`.
     #[inline]
     pub(crate) fn holders<'g>(&self, guard: &'g Guard) -> &'g [Holder] {
-        as_holders(self.holders.load(Ordering::Acquire, guard))
+        as_holders(self.holders.load(Ordering::Acquire, guard), self.len)
     }
 
     /// Raises `slot`'s claim in place to include `want`. Returns false if the slot is not
@@ -194,14 +234,44 @@ impl Node {
             return false;
         }
         let old = self.holders.load(Ordering::Acquire, guard);
-        let current = as_holders(old);
-        let at = current.partition_point(|h| h.slot < slot);
+        let current = as_holders(old, self.len);
+        let at = current.partition_point(|h| h.slot() < slot);
+        let appended = at == current.len();
+        if appended && !old.is_null() {
+            // SAFETY: `old` is this node's published array, alive for `'g` (see
+            // `as_holders`).
+            let cells = unsafe { old.deref() };
+            if current.len() < cells.len() {
+                let cell = cells[current.len()].as_ptr().cast_mut();
+                // SAFETY: cell `len` is past every holder a reader can see: readers read
+                // `len` under the shard lock, which we hold exclusively (`&mut self`), so a
+                // reader still holding a slice of this array saw at most `len` cells and
+                // never reads this one; removals always build a new array, so no reader of
+                // this array ever saw a holder in this cell. Each field is an atomic, so the
+                // cell's bytes that we write lie inside `UnsafeCell`s, which a shared view
+                // of the array permits writing through a raw pointer; we write field by
+                // field, never the padding.
+                unsafe {
+                    std::ptr::addr_of_mut!((*cell).slot).write(AtomicU32::new(slot));
+                    std::ptr::addr_of_mut!((*cell).exact).write(AtomicBool::new(want.exact));
+                    std::ptr::addr_of_mut!((*cell).expiry).write(AtomicU64::new(want.expiry));
+                }
+                self.len += 1;
+                return true;
+            }
+        }
+        let len = current.len() + 1;
         let pairs = current[..at]
             .iter()
             .map(snapshot)
             .chain(std::iter::once((slot, want)))
             .chain(current[at..].iter().map(snapshot));
-        self.replace(old, new_array(current.len() + 1, pairs), guard);
+        self.replace(
+            old,
+            new_array(len, capacity_for(len, appended), pairs),
+            guard,
+        );
+        self.len = len as u32;
         true
     }
 
@@ -215,8 +285,8 @@ impl Node {
         guard: &Guard,
     ) -> Outcome {
         let old = self.holders.load(Ordering::Acquire, guard);
-        let current = as_holders(old);
-        let Ok(at) = current.binary_search_by_key(&slot, |h| h.slot) else {
+        let current = as_holders(old, self.len);
+        let Ok(at) = current.binary_search_by_key(&slot, |h| h.slot()) else {
             return Outcome::Absent;
         };
         let was = current[at].claim();
@@ -229,11 +299,22 @@ impl Node {
             }
             Settle::Remove if current.len() == 1 => {
                 self.replace(old, Shared::null(), guard);
+                self.len = 0;
                 Outcome::Removed { was, last: true }
             }
+            Settle::Remove if cfg!(loom_break = "remove_in_place") && at + 1 == current.len() => {
+                // Broken (loom model `append_vs_find`): the last cell is dropped from
+                // `len` in place, so the next append rewrites a cell readers may hold.
+                self.len -= 1;
+                Outcome::Removed { was, last: false }
+            }
             Settle::Remove => {
+                // Always a new array, never a shorter `len`: a reader may still be reading
+                // the removed cell, which a later append would then overwrite.
+                let len = current.len() - 1;
                 let pairs = current[..at].iter().chain(&current[at + 1..]).map(snapshot);
-                self.replace(old, new_array(current.len() - 1, pairs), guard);
+                self.replace(old, new_array(len, len, pairs), guard);
+                self.len = len as u32;
                 Outcome::Removed { was, last: false }
             }
         }
@@ -275,17 +356,17 @@ impl Drop for Node {
 
 #[inline]
 fn snapshot(h: &Holder) -> (Slot, Claim) {
-    (h.slot, h.claim())
+    (h.slot(), h.claim())
 }
 
 /// The holder of `slot` in a slot-sorted array.
 #[inline]
 pub(crate) fn find(holders: &[Holder], slot: Slot) -> Option<&Holder> {
     if holders.len() <= 8 {
-        return holders.iter().find(|h| h.slot == slot);
+        return holders.iter().find(|h| h.slot() == slot);
     }
     holders
-        .binary_search_by_key(&slot, |h| h.slot)
+        .binary_search_by_key(&slot, |h| h.slot())
         .ok()
         .map(|i| &holders[i])
 }
@@ -305,7 +386,7 @@ mod tests {
         for slot in [9, 1, 5, 3, 7] {
             node.upsert(slot, Claim::approx(200), &guard);
         }
-        let slots: Vec<_> = node.holders(&guard).iter().map(|h| h.slot).collect();
+        let slots: Vec<_> = node.holders(&guard).iter().map(|h| h.slot()).collect();
         assert_eq!(slots, [1, 3, 5, 7, 9]);
         assert_eq!(node.holders(&guard)[2].claim(), Claim::approx(200));
     }
@@ -355,8 +436,60 @@ mod tests {
     }
 
     #[test]
+    fn ascending_slots_append_in_place_and_old_views_stay_put() {
+        let guard = epoch::pin();
+        let mut node = node(0, Claim::approx(10));
+        let mut copies = 0;
+        for slot in 1..1024 {
+            let before = node.holders(&guard);
+            assert!(node.upsert(slot, Claim::approx(u64::from(slot)), &guard));
+            let after = node.holders(&guard);
+            if after.as_ptr() != before.as_ptr() {
+                copies += 1;
+            }
+            // A view taken before the append keeps its length and its holders.
+            assert_eq!(before.len(), slot as usize);
+            assert_eq!(before.last().map(Holder::slot), Some(slot - 1));
+            assert_eq!(after.len(), slot as usize + 1);
+        }
+        // Growth by a quarter: about log(1024 / 4) / log(1.25) + 4 copies, not 1,023.
+        assert!(copies <= 32, "{copies} copies for 1,023 appends");
+        let holders = node.holders(&guard);
+        assert!(holders.iter().map(Holder::slot).eq(0..1024));
+        assert!(holders[1..]
+            .iter()
+            .all(|h| h.claim() == Claim::approx(u64::from(h.slot()))));
+        // A slot in the middle copies, and keeps the order.
+        let mut node = node_with(&[0, 1, 2, 3, 4, 5, 7], &guard);
+        let before = node.holders(&guard).as_ptr();
+        assert!(node.upsert(6, Claim::approx(20), &guard));
+        assert_ne!(node.holders(&guard).as_ptr(), before);
+        assert!(node.holders(&guard).iter().map(Holder::slot).eq(0..8));
+        // A removal builds an exact-size array: the next append copies.
+        assert!(matches!(
+            node.settle(7, |_| Settle::Remove, &guard),
+            Outcome::Removed { last: false, .. }
+        ));
+        let before = node.holders(&guard).as_ptr();
+        assert!(node.upsert(9, Claim::approx(30), &guard));
+        assert_ne!(node.holders(&guard).as_ptr(), before);
+        assert_eq!(
+            node.holders(&guard).last().map(Holder::claim),
+            Some(Claim::approx(30))
+        );
+    }
+
+    fn node_with(slots: &[Slot], guard: &Guard) -> Node {
+        let mut n = node(slots[0], Claim::approx(10));
+        for &slot in &slots[1..] {
+            n.upsert(slot, Claim::approx(10), guard);
+        }
+        n
+    }
+
+    #[test]
     #[should_panic(expected = "holder array not filled")]
     fn a_short_array_is_never_published() {
-        drop(new_array(2, std::iter::once((1, Claim::EXACT))));
+        drop(new_array(2, 2, std::iter::once((1, Claim::EXACT))));
     }
 }
