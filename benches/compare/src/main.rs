@@ -1,8 +1,10 @@
-//! Side-by-side replay of a Mooncake trace through `approx-kv-index` and
-//! `dynamo-kv-router` 1.6.1 (its `ThreadPoolIndexer<ConcurrentRadixTreeCompressed>` and its
-//! actor `KvIndexer`, both in approximate TTL mode), interleaved subject by subject over
-//! several rounds on one machine. Prints every figure with the median over rounds and the
-//! median of the per-round ratios. See `docs/benchmarks.md`.
+//! Side-by-side replay of a Mooncake trace through `approx-kv-index`, `dynamo-kv-router` 1.6.1
+//! (its `ThreadPoolIndexer<ConcurrentRadixTreeCompressed>` and its actor `KvIndexer`, both in
+//! approximate TTL mode) and SMG's `kv-index` 2.0.0 (its `ChainIndex`, exact and event-driven:
+//! each routing decision is applied as the engine's store event for the whole prompt; it has
+//! no TTL, so its expiry figures are n/a), interleaved subject by subject over several rounds
+//! on one machine. Prints every figure with the median over rounds and the median of the
+//! per-round ratios. See `docs/benchmarks.md`.
 //!
 //! ```text
 //! cargo run --release -p approx-kv-compare -- --help
@@ -25,7 +27,7 @@ use clap::{Parser, ValueEnum};
 use tokio::runtime::Handle;
 
 use report::Row;
-use subjects::{DynActor, DynPool, Ours, Subject};
+use subjects::{DynActor, DynPool, Ours, Smg, Subject};
 
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;
@@ -44,9 +46,10 @@ const EXPIRY_REQUESTS: usize = 64;
     name = "approx-kv-compare",
     version,
     allow_negative_numbers = true,
-    about = "Replays a Mooncake trace through approx-kv-index and dynamo-kv-router 1.6.1 \
-             (its thread-pool indexer and its actor), interleaved subject by subject over \
-             several rounds, and prints the median of each figure and of the per-round ratios.",
+    about = "Replays a Mooncake trace through approx-kv-index, dynamo-kv-router 1.6.1 \
+             (its thread-pool indexer and its actor) and SMG's kv-index 2.0.0 (its \
+             ChainIndex), interleaved subject by subject over several rounds, and prints the \
+             median of each figure and of the per-round ratios.",
     after_help = "See docs/benchmarks.md for the workloads and the published figures."
 )]
 struct Args {
@@ -82,6 +85,8 @@ enum Only {
     Pool,
     /// Dynamo's actor KvIndexer
     Actor,
+    /// SMG's ChainIndex (kv-index 2.0.0)
+    Smg,
 }
 
 /// Distinct (block, worker) pairs stored by routing request `i` to worker `w`.
@@ -157,10 +162,15 @@ fn measure<S: Subject>(
     row.record_n = rate(scenarios::record(h, &s, reqs, threads));
     drop(s);
 
-    let s = make(SHORT_TTL, TICK);
-    let k = EXPIRY_REQUESTS.min(n);
-    (row.lag_hidden_ms, row.lag_freed_ms) = scenarios::expiry_lag(h, &s, &reqs[..k], SHORT_TTL);
-    drop(s);
+    if S::EXPIRES {
+        let s = make(SHORT_TTL, TICK);
+        let k = EXPIRY_REQUESTS.min(n);
+        (row.lag_hidden_ms, row.lag_freed_ms) = scenarios::expiry_lag(h, &s, &reqs[..k], SHORT_TTL);
+        drop(s);
+    } else {
+        // Nothing expires: the cells print as n/a.
+        (row.lag_hidden_ms, row.lag_freed_ms) = (f64::NAN, f64::NAN);
+    }
     row
 }
 
@@ -213,7 +223,9 @@ fn main() {
         DynPool::new(ttl)
     };
     let actor = |ttl, _| DynActor::new(ttl);
-    let subjects = if args.only.is_some() { 1 } else { 3 };
+    // No TTL, no sweeper: the settings are ignored.
+    let smg = |_, _| Smg::default();
+    let subjects = if args.only.is_some() { 1 } else { 4 };
     let bar = progress::bar(args.progress, (rounds * subjects) as u64);
     if let Some(only) = args.only {
         for round in 0..rounds {
@@ -222,6 +234,7 @@ fn main() {
                 Only::Ours => measure(&h, &reqs, &seqs, threads, ours),
                 Only::Pool => measure(&h, &reqs, &seqs, threads, pool),
                 Only::Actor => measure(&h, &reqs, &seqs, threads, actor),
+                Only::Smg => measure(&h, &reqs, &seqs, threads, smg),
             };
             bar.inc(1);
             let name = only.to_possible_value().expect("no skipped variant");
@@ -239,12 +252,15 @@ fn main() {
         bar.inc(1);
         let actor = measure(&h, &reqs, &seqs, threads, actor);
         bar.inc(1);
+        let smg = measure(&h, &reqs, &seqs, threads, smg);
+        bar.inc(1);
         bar.suspend(|| {
             eprintln!("round {}: ours {ours:?}", round + 1);
             eprintln!("round {}: pool {pool:?}", round + 1);
             eprintln!("round {}: actor {actor:?}", round + 1);
+            eprintln!("round {}: smg {smg:?}", round + 1);
         });
-        all.push([ours, pool, actor]);
+        all.push([ours, pool, actor, smg]);
     }
     bar.finish_and_clear();
     report::print(&all, threads);
@@ -263,11 +279,16 @@ fn fail(e: &str) -> ! {
 }
 
 /// The two plots, from the medians over rounds.
-fn write_svgs(dir: &Path, rounds: &[[Row; 3]], threads: usize) -> Result<(), String> {
+fn write_svgs(
+    dir: &Path,
+    rounds: &[[Row; report::SUBJECTS]],
+    threads: usize,
+) -> Result<(), String> {
     let names = [
         ("approx-kv-index", "#1f77b4"),
         ("dynamo pool", "#d62728"),
         ("dynamo actor", "#ff7f0e"),
+        ("smg chain index", "#2ca02c"),
     ];
     let med = |k: usize, get: &dyn Fn(&Row) -> f64| {
         report::median(rounds.iter().map(|r| get(&r[k])).collect())

@@ -1,5 +1,8 @@
 //! The figures of one subject in one round, and the table over rounds.
 
+/// Subjects per round, in table order: ours, Dynamo's pool, Dynamo's actor, SMG.
+pub const SUBJECTS: usize = 4;
+
 /// One subject's figures in one round.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Row {
@@ -31,7 +34,8 @@ pub struct Row {
     /// Distinct (block, worker) pairs after routing the trace, and heap bytes per pair.
     pub pairs: usize,
     pub bytes_per_pair: f64,
-    /// Past the TTL: until finds stop reporting the entries, and until they are freed, ms.
+    /// Past the TTL: until finds stop reporting the entries, and until they are freed, ms
+    /// (NaN for a subject without a TTL, printed as n/a).
     pub lag_hidden_ms: f64,
     pub lag_freed_ms: f64,
 }
@@ -66,7 +70,9 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 
 fn fmt(v: f64) -> String {
     let a = v.abs();
-    if !v.is_finite() {
+    if v.is_nan() {
+        "n/a".into()
+    } else if !v.is_finite() {
         format!("{v}")
     } else if a >= 1000.0 {
         format!("{v:.0}")
@@ -78,7 +84,7 @@ fn fmt(v: f64) -> String {
 }
 
 /// Prints the table: medians over rounds, the median of per-round ratios, the target.
-pub fn print(rounds: &[[Row; 3]], threads: usize) {
+pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize) {
     let n = threads;
     let figures: Vec<Figure> = vec![
         (
@@ -194,13 +200,16 @@ pub fn print(rounds: &[[Row; 3]], threads: usize) {
         ),
     ];
     println!();
-    println!("| figure | ours | dynamo pool | ours / pool | target | met | dynamo actor | ours / actor |");
-    println!("|---|---:|---:|---:|---|---|---:|---:|");
+    println!(
+        "| figure | ours | dynamo pool | ours / pool | target | met | dynamo actor | ours / actor \
+         | smg | ours / smg |"
+    );
+    println!("|---|---:|---:|---:|---|---|---:|---:|---:|---:|");
     for (name, get, target) in figures {
         let med = |k: usize| median(rounds.iter().map(|r| get(&r[k])).collect());
         let ratio = |k: usize| median(rounds.iter().map(|r| get(&r[0]) / get(&r[k])).collect());
-        let (ours, pool, actor) = (med(0), med(1), med(2));
-        let (vs_pool, vs_actor) = (ratio(1), ratio(2));
+        let (ours, pool, actor, smg) = (med(0), med(1), med(2), med(3));
+        let (vs_pool, vs_actor, vs_smg) = (ratio(1), ratio(2), ratio(3));
         let (text, met) = match target {
             Target::RatioMin(x) => (format!("≥ {x}x"), Some(vs_pool >= x)),
             Target::RatioMax(x) => (format!("≤ {x}x"), Some(vs_pool <= x)),
@@ -214,12 +223,14 @@ pub fn print(rounds: &[[Row; 3]], threads: usize) {
             None => "",
         };
         println!(
-            "| {name} | {} | {} | {} | {text} | {met} | {} | {} |",
+            "| {name} | {} | {} | {} | {text} | {met} | {} | {} | {} | {} |",
             fmt(ours),
             fmt(pool),
             fmt(vs_pool),
             fmt(actor),
-            fmt(vs_actor)
+            fmt(vs_actor),
+            fmt(smg),
+            fmt(vs_smg)
         );
     }
 }

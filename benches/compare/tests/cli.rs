@@ -1,5 +1,5 @@
-//! The command line of `approx-kv-compare`: help, version and usage errors. None of these
-//! runs a benchmark.
+//! The command line of `approx-kv-compare`: help, version and usage errors, and one tiny run
+//! (three requests, one round) that checks every subject's rows are printed and drawn.
 
 use std::process::{Command, Output};
 
@@ -53,7 +53,7 @@ fn usage_errors_are_one_line_naming_the_problem() {
         (&["--threads", "-1"], "'-1' for '--threads <N>'"),
         (
             &["--only", "lru"],
-            "'lru' for '--only <SUBJECT>'; possible values: ours, pool, actor",
+            "'lru' for '--only <SUBJECT>'; possible values: ours, pool, actor, smg",
         ),
         (&["--progres", "never"], "did you mean '--progress'?"),
         (&["extra"], "unexpected argument 'extra'"),
@@ -80,4 +80,95 @@ fn a_missing_trace_is_one_line_naming_it() {
         err.starts_with("error: cannot read trace '/nonexistent/trace.jsonl'"),
         "{err}"
     );
+}
+
+/// The cells of a table row, without the outer bars.
+fn cells(line: &str) -> Vec<&str> {
+    let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+    inner.split('|').map(str::trim).collect()
+}
+
+/// A tiny run prints every subject's round and its column beside Dynamo's, with SMG's
+/// expiry cells n/a (it has no TTL), the same (block, worker) pairs as ours (both indexes are
+/// exact here, so the same finds make the same routing decisions), and draws SMG in both
+/// plots. Whether SMG's scores agree with ours block for block is the unit tests' job
+/// (`src/subjects.rs`).
+#[test]
+fn a_tiny_run_reports_every_subject_smg_included() {
+    let dir = std::env::temp_dir().join(format!("approx-kv-compare-cli-{}", std::process::id()));
+    let dir_arg = dir.to_str().unwrap();
+    let o = run(&[
+        "--limit",
+        "3",
+        "--rounds",
+        "1",
+        "--threads",
+        "1",
+        "--progress",
+        "never",
+        "--svg",
+        dir_arg,
+    ]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    for subject in ["ours", "pool", "actor", "smg"] {
+        assert!(
+            err.contains(&format!("round 1: {subject} Row {{")),
+            "{subject}:\n{err}"
+        );
+    }
+    let header = "| figure | ours | dynamo pool | ours / pool | target | met | dynamo actor \
+                  | ours / actor | smg | ours / smg |";
+    assert!(out.contains(header), "{out}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| figure"))
+        .map(cells)
+        .collect();
+    assert_eq!(rows.len(), 23, "{out}");
+    for row in &rows {
+        assert_eq!(row.len(), 10, "{row:?}");
+        let (smg, vs_smg) = (row[8], row[9]);
+        if row[0].starts_with("expiry") {
+            assert_eq!((smg, vs_smg), ("n/a", "n/a"), "{row:?}");
+        } else {
+            let v: f64 = smg.parse().unwrap_or_else(|_| panic!("{row:?}"));
+            assert!(v.is_finite() && v >= 0.0, "{row:?}");
+            assert!(vs_smg.parse::<f64>().is_ok(), "{row:?}");
+        }
+    }
+    let pairs = rows
+        .iter()
+        .find(|r| r[0] == "(block, worker) pairs stored")
+        .expect("pairs row");
+    assert_eq!(
+        pairs[1], pairs[8],
+        "ours and smg stored different pairs: {pairs:?}"
+    );
+    for svg in ["bench-threads.svg", "bench-find-workers.svg"] {
+        let drawn = std::fs::read_to_string(dir.join(svg)).unwrap();
+        assert!(drawn.contains("smg chain index"), "{svg}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn only_smg_measures_smg_alone() {
+    let o = run(&[
+        "--only",
+        "smg",
+        "--limit",
+        "3",
+        "--rounds",
+        "1",
+        "--threads",
+        "1",
+        "--progress",
+        "never",
+    ]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("round 1: smg Row {"), "{out}");
+    assert!(out.contains("lag_hidden_ms: NaN"), "{out}");
+    assert!(!out.contains("| figure |"), "{out}");
 }
