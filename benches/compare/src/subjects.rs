@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, SequenceHash};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, OverlapScores, SequenceHash};
 use dynamo_kv_router::approx::PruneConfig;
 use dynamo_kv_router::indexer::{KvIndexer, KvIndexerInterface, KvIndexerMetrics};
 use dynamo_kv_router::protocols::{
@@ -84,10 +84,16 @@ impl Subject for Ours {
         h.0.len()
     }
     async fn find(&self, h: &Self::Hashes, overlap: &mut [u32; WORKERS]) {
-        let found = self.0.find_matches(&h.0);
-        for (&w, &s) in &found.scores {
-            overlap[w as usize % WORKERS] = s;
+        // The allocation-free form, as SMG's `score_into`: one reused answer per thread.
+        thread_local! {
+            static FOUND: std::cell::RefCell<OverlapScores> = Default::default();
         }
+        FOUND.with_borrow_mut(|found| {
+            self.0.find_matches_into(&h.0, found);
+            for (&w, &s) in &found.scores {
+                overlap[w as usize % WORKERS] = s;
+            }
+        });
     }
     async fn record(&self, h: &Self::Hashes, worker: u64) {
         let _ = self.0.process_routing_decision(worker, &h.0, &h.1);
