@@ -100,6 +100,7 @@ mod indexer;
 mod loom_models;
 pub mod replication;
 mod scores;
+mod slot;
 mod snapshot;
 mod stats;
 mod sync;

@@ -12,7 +12,7 @@ use crossbeam_epoch::Guard;
 use super::{Holder, Tree};
 use crate::hash::SeqChain;
 use crate::scores::OverlapScores;
-use crate::workers::{Slot, Workers};
+use crate::slot::{Slot, SlotOwners};
 use crate::{LocalBlockHash, WorkerKey};
 
 impl Tree {
@@ -21,7 +21,7 @@ impl Tree {
         &self,
         local: &[LocalBlockHash],
         now: u64,
-        workers: &Workers,
+        workers: &impl SlotOwners,
         guard: &Guard,
     ) -> OverlapScores<W> {
         if !self.nested.load(std::sync::atomic::Ordering::Relaxed) {
@@ -98,7 +98,7 @@ impl Tree {
         &self,
         local: &[LocalBlockHash],
         now: u64,
-        workers: &Workers,
+        workers: &impl SlotOwners,
         guard: &Guard,
     ) -> OverlapScores<W> {
         let mut scores = OverlapScores::default();
@@ -139,7 +139,7 @@ impl Tree {
 fn live_workers<'a, W: WorkerKey>(
     holders: &'a [Holder],
     now: u64,
-    workers: &'a Workers,
+    workers: &'a impl SlotOwners,
 ) -> impl Iterator<Item = (Slot, W)> + 'a {
     holders
         .iter()
