@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock, UnixClock};
 use crate::error::ConfigError;
-use crate::{ApproxKvIndexer, WorkerId, WorkerKey};
 
 /// Default block size in tokens.
 pub const DEFAULT_BLOCK_SIZE: u32 = 16;
@@ -14,7 +13,7 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(120);
 /// Default sweeper tick: 100 ms.
 pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 
-/// Settings for an [`ApproxKvIndexer`].
+/// Settings for an [`ApproxKvIndexer`](crate::ApproxKvIndexer).
 ///
 /// | setting | default | meaning |
 /// |---|---|---|
@@ -122,7 +121,8 @@ impl Builder {
     }
 
     /// Whether to run the background sweeper thread (default `true`). Without it, memory
-    /// is reclaimed only by calls to [`ApproxKvIndexer::sweep_expired`].
+    /// is reclaimed only by calls to
+    /// [`ApproxKvIndexer::sweep_expired`](crate::ApproxKvIndexer::sweep_expired).
     pub fn background_sweeper(mut self, run: bool) -> Self {
         self.background_sweeper = run;
         self
@@ -133,7 +133,7 @@ impl Builder {
     /// the cap, the worker's least recently recorded decisions are evicted, deepest blocks
     /// first, so a surviving block never loses its prefix.
     ///
-    /// Exact entries (stored by [`apply_event`](ApproxKvIndexer::apply_event)) count
+    /// Exact entries (stored by [`apply_event`](crate::ApproxKvIndexer::apply_event)) count
     /// toward the cap and push out the worker's least recently recorded *approximate*
     /// decisions; they are never evicted themselves (the engine says it holds them), so a
     /// worker whose engine reports more blocks than the cap holds exactly those. Restored
@@ -218,14 +218,8 @@ impl Builder {
         self
     }
 
-    /// Validates the settings and starts an index keyed by plain worker ids.
-    pub fn build(self) -> Result<ApproxKvIndexer, ConfigError> {
-        self.build_for::<WorkerId>()
-    }
-
-    /// Validates the settings and starts an index keyed by `W`, e.g.
-    /// [`WorkerWithDpRank`](crate::WorkerWithDpRank).
-    pub fn build_for<W: WorkerKey>(self) -> Result<ApproxKvIndexer<W>, ConfigError> {
+    /// Checks the settings an index cannot start with.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.block_size == 0 {
             return Err(ConfigError::ZeroBlockSize);
         }
@@ -238,6 +232,6 @@ impl Builder {
         if self.max_blocks_per_worker == Some(0) || self.max_entries == Some(0) {
             return Err(ConfigError::ZeroCapacity);
         }
-        Ok(ApproxKvIndexer::from_builder(self))
+        Ok(())
     }
 }

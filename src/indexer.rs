@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use crate::config::Builder;
 use crate::engine::Engine;
-use crate::error::RecordError;
+use crate::error::{ConfigError, RecordError};
 use crate::events::RouterEvent;
 use crate::expiry::sweeper::Sweeper;
 use crate::hash::{compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt};
-use crate::replication::{Action, Replication};
 use crate::scores::OverlapScores;
+use crate::sharing::{Action, Replication};
 use crate::stats::IndexStats;
 use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 
@@ -89,8 +89,24 @@ impl ApproxKvIndexer<WorkerId> {
     /// let index = ApproxKvIndexer::new(16, std::time::Duration::from_secs(120)).unwrap();
     /// assert!(ApproxKvIndexer::new(0, std::time::Duration::from_secs(1)).is_err());
     /// ```
-    pub fn new(block_size: u32, ttl: Duration) -> Result<Self, crate::ConfigError> {
+    pub fn new(block_size: u32, ttl: Duration) -> Result<Self, ConfigError> {
         Self::builder().block_size(block_size).ttl(ttl).build()
+    }
+}
+
+// Starting an index is the builder's last step; it lives here, next to the index, so that
+// `config` (which the index reads) does not depend on the index.
+impl Builder {
+    /// Validates the settings and starts an index keyed by plain worker ids.
+    pub fn build(self) -> Result<ApproxKvIndexer, ConfigError> {
+        self.build_for::<WorkerId>()
+    }
+
+    /// Validates the settings and starts an index keyed by `W`, e.g.
+    /// [`WorkerWithDpRank`](crate::WorkerWithDpRank).
+    pub fn build_for<W: WorkerKey>(self) -> Result<ApproxKvIndexer<W>, ConfigError> {
+        self.validate()?;
+        Ok(ApproxKvIndexer::from_builder(self))
     }
 }
 
@@ -163,7 +179,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             self.replication.share(|| Action::Route {
                 worker_id: worker.worker_id(),
                 dp_rank: worker.dp_rank(),
-                blocks: local[..local.len().min(crate::replication::MAX_BLOCKS)].to_vec(),
+                blocks: local[..local.len().min(crate::sharing::MAX_BLOCKS)].to_vec(),
             });
         }
     }

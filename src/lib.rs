@@ -100,6 +100,8 @@ mod indexer;
 mod loom_models;
 pub mod replication;
 mod scores;
+mod sharing;
+mod slot;
 mod snapshot;
 mod stats;
 mod sync;

@@ -13,9 +13,10 @@ use super::Engine;
 use crate::events::{KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, RouterEvent};
 use crate::expiry::Timer;
 use crate::hash::SeqChain;
+use crate::slot::Slot;
 use crate::tree::claim::Claim;
 use crate::tree::{Block, Span};
-use crate::workers::{Slot, Write};
+use crate::workers::Write;
 use crate::{SequenceHash, WorkerKey};
 
 impl Engine {

@@ -3,11 +3,13 @@
 //! hashing, the worker-key type and the sweeper thread's life.
 //!
 //! - `mod.rs`: the state, time, find, record, caps, stats;
+//! - `evict.rs`: the evictor, which enforces the caps;
 //! - `events.rs`: exact (and replayed) KV events;
 //! - `restore.rs`: snapshot and restore;
 //! - `sweep.rs`: reclamation, by the sweeper and by callers helping it.
 
 mod events;
+mod evict;
 mod restore;
 mod sweep;
 
@@ -16,15 +18,18 @@ use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 
-use crate::capacity::{Caps, Decision, DecisionLog, Evictor};
+use crate::capacity::{Caps, Decision, DecisionLog};
 use crate::clock::{nanos, Clock};
 use crate::config::Builder;
 use crate::expiry::{Expiry, Timer};
 use crate::scores::OverlapScores;
+use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
 use crate::tree::{ReadAt, Span, Tree};
-use crate::workers::{Slot, Workers, Write};
+use crate::workers::{Workers, Write};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
+
+use evict::Evictor;
 
 /// TTLs at or beyond this (about 146 years) mean "never": approximate claims then never
 /// expire and no timers are kept. Their expiries are still `now + NEVER`, which orders
@@ -132,12 +137,12 @@ impl Engine {
         self.finds.add(1);
         let guard = epoch::pin();
         let now = self.read_time(self.now());
-        self.tree.find_into(local, now, &self.workers, &guard, out);
+        self.tree.find_into(local, now, &*self.workers, &guard, out);
     }
 
     pub(crate) fn dump<W: WorkerKey>(&self) -> Vec<crate::RouterEvent<W>> {
         let guard = epoch::pin();
-        self.tree.dump(self.read_at(), &self.workers, &guard)
+        self.tree.dump(self.read_at(), &*self.workers, &guard)
     }
 
     /// An approximate claim of `ttl` nanoseconds from `now` for `slot`: with caps, made

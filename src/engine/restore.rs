@@ -7,9 +7,10 @@ use crossbeam_epoch as epoch;
 
 use super::Engine;
 use crate::clock::nanos;
+use crate::slot::Slot;
 use crate::tree::claim::Claim;
 use crate::tree::{LiveEntry, Span};
-use crate::workers::{Slot, Write};
+use crate::workers::Write;
 use crate::{Snapshot, SnapshotEntry, SnapshotError, WorkerKey};
 
 impl Engine {
@@ -17,7 +18,7 @@ impl Engine {
         let guard = epoch::pin();
         let rows = self
             .tree
-            .live_entries::<W>(self.read_at(), &self.workers, &guard);
+            .live_entries::<W>(self.read_at(), &*self.workers, &guard);
         Snapshot {
             block_size: self.block_size,
             entries: rows

@@ -12,8 +12,8 @@ use crossbeam_epoch as epoch;
 
 use super::Engine;
 use crate::expiry::Timer;
+use crate::slot::Slot;
 use crate::tree::Span;
-use crate::workers::Slot;
 
 /// Due timers taken from the wheel at a time.
 const BATCH: usize = 64;

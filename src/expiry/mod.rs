@@ -9,8 +9,8 @@
 pub(crate) mod sweeper;
 pub(crate) mod wheel;
 
+use crate::slot::Slot;
 use crate::sync::{AtomicUsize, Mutex, Ordering, SegQueue};
-use crate::workers::Slot;
 use crate::SequenceHash;
 use wheel::TimerWheel;
 

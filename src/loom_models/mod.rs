@@ -21,9 +21,9 @@ mod watch;
 use crossbeam_epoch::Guard;
 use loom::sync::RwLock;
 
+use crate::slot::Slot;
 /// `super::claim` for the included `node.rs`.
 use crate::tree::claim;
-use crate::workers::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
 #[path = "../tree/node.rs"]

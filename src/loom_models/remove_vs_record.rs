@@ -14,7 +14,7 @@
 //! invisible to the main thread forever, so the epoch may never advance after the threads
 //! end; and it treats SeqCst accesses as AcqRel, so the `kill` / `adjust_entries`
 //! handshake (each stores, then loads the other's word) could miss both ways under loom
-//! only. The unit test `workers::tests::removed_slot_is_recycled_only_after_its_entries_are_gone`
+//! only. The unit test `workers::recycle::tests::removed_slot_is_recycled_only_after_its_entries_are_gone`
 //! covers it.
 //!
 //! Checked ordering: the recorder stays pinned from before `resolve` until after

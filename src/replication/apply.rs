@@ -1,9 +1,6 @@
 //! The index's side of sharing: applying other replicas' decisions, and reading the
 //! outbox and counters.
 
-use std::collections::hash_map::Entry;
-use std::sync::atomic::Ordering::Relaxed;
-
 use super::{Action, Applied, Decision, Outbox, ReplicationStats};
 use crate::clock::nanos;
 use crate::hash::compute_seq_hashes;
@@ -47,64 +44,39 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn apply_decision(&self, decision: &Decision) -> Applied {
-        let r = &self.replication;
-        if decision.origin == r.origin && decision.seq >= r.first_seq {
-            return Applied::OwnOrigin;
-        }
-        let mut applied = r.applied_seq.lock();
-        match applied.entry(decision.origin) {
-            Entry::Occupied(mut last) => {
-                if decision.seq <= *last.get() {
-                    r.duplicates.fetch_add(1, Relaxed);
-                    return Applied::Duplicate;
+        self.replication
+            .apply(decision, |action, age| match action {
+                Action::Route {
+                    worker_id,
+                    dp_rank,
+                    blocks,
+                } => {
+                    let key = W::from_parts(*worker_id, *dp_rank);
+                    let seq = compute_seq_hashes(blocks);
+                    if self.inner.record_dated(key, blocks, &seq, nanos(age)) {
+                        Applied::Applied
+                    } else {
+                        Applied::Expired
+                    }
                 }
-                r.gaps.fetch_add(decision.seq - *last.get() - 1, Relaxed);
-                last.insert(decision.seq);
-            }
-            Entry::Vacant(first) => {
-                first.insert(decision.seq);
-            }
-        }
-        let age = r.wall.now().saturating_sub(decision.decided_at);
-        r.lag.record(age);
-        let outcome = match &decision.action {
-            Action::Route {
-                worker_id,
-                dp_rank,
-                blocks,
-            } => {
-                let key = W::from_parts(*worker_id, *dp_rank);
-                let seq = compute_seq_hashes(blocks);
-                if self.inner.record_dated(key, blocks, &seq, nanos(age)) {
+                Action::RemoveWorker { worker_id } => {
+                    self.inner.workers.remove(*worker_id);
                     Applied::Applied
-                } else {
-                    Applied::Expired
                 }
-            }
-            Action::RemoveWorker { worker_id } => {
-                self.inner.workers.remove(*worker_id);
-                Applied::Applied
-            }
-            Action::RemoveKey { worker_id, dp_rank } => {
-                self.inner
-                    .workers
-                    .remove_rank(W::from_parts(*worker_id, *dp_rank));
-                Applied::Applied
-            }
-        };
-        let counter = match outcome {
-            Applied::Expired => &r.expired,
-            _ => &r.applied,
-        };
-        counter.fetch_add(1, Relaxed);
-        outcome
+                Action::RemoveKey { worker_id, dp_rank } => {
+                    self.inner
+                        .workers
+                        .remove_rank(W::from_parts(*worker_id, *dp_rank));
+                    Applied::Applied
+                }
+            })
     }
 
     /// The queue of this replica's decisions waiting to be published, when decisions are
     /// shared ([`Builder::share_decisions`](crate::Builder::share_decisions)); for
     /// transports.
     pub fn outbox(&self) -> Option<&Outbox> {
-        self.replication.outbox.as_ref()
+        self.replication.outbox()
     }
 
     /// Counters of decision sharing: decisions shared and dropped, applied and skipped,

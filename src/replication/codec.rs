@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::decision::{Action, Decision, MAX_BLOCKS};
+use super::{Action, Decision, MAX_BLOCKS};
 use crate::clock::nanos;
 use crate::LocalBlockHash;
 

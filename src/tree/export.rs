@@ -5,7 +5,7 @@ use crossbeam_epoch::Guard;
 use super::claim::Claim;
 use super::Tree;
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
-use crate::workers::{Slot, Workers};
+use crate::slot::{Slot, SlotOwners};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 /// One live (block, worker) entry, with what it takes to put it back.
@@ -37,7 +37,7 @@ impl Tree {
     pub(crate) fn live_entries<W: WorkerKey>(
         &self,
         at: ReadAt,
-        workers: &Workers,
+        workers: &impl SlotOwners,
         guard: &Guard,
     ) -> Vec<LiveEntry<W>> {
         let mut rows = Vec::new();
@@ -69,7 +69,7 @@ impl Tree {
     pub(crate) fn dump<W: WorkerKey>(
         &self,
         at: ReadAt,
-        workers: &Workers,
+        workers: &impl SlotOwners,
         guard: &Guard,
     ) -> Vec<RouterEvent<W>> {
         let rows = self.live_entries::<W>(at, workers, guard);

@@ -14,7 +14,7 @@ use crossbeam_epoch::Guard;
 use super::{Holder, Tree};
 use crate::hash::SeqChain;
 use crate::scores::OverlapScores;
-use crate::workers::{Slot, Workers};
+use crate::slot::{Slot, SlotOwners};
 use crate::{LocalBlockHash, WorkerKey, WorkerWithDpRank};
 
 /// From this many workers on the first block on, a nested find tries the last block first.
@@ -58,7 +58,7 @@ impl Tree {
         &self,
         local: &[LocalBlockHash],
         now: u64,
-        workers: &Workers,
+        workers: &impl SlotOwners,
         guard: &Guard,
         out: &mut OverlapScores<W>,
     ) {
@@ -78,7 +78,7 @@ impl Tree {
         &self,
         local: &[LocalBlockHash],
         now: u64,
-        workers: &Workers,
+        workers: &impl SlotOwners,
         guard: &Guard,
         scratch: &mut Scratch,
         out: &mut OverlapScores<W>,
@@ -157,7 +157,7 @@ impl Tree {
         &self,
         local: &[LocalBlockHash],
         now: u64,
-        workers: &Workers,
+        workers: &impl SlotOwners,
         guard: &Guard,
         scratch: &mut Scratch,
         out: &mut OverlapScores<W>,
@@ -195,7 +195,7 @@ impl Tree {
 #[inline]
 fn report<W: WorkerKey>(
     out: &mut OverlapScores<W>,
-    workers: &Workers,
+    workers: &impl SlotOwners,
     slot: Slot,
     worker: WorkerWithDpRank,
     depth: u32,
@@ -210,7 +210,7 @@ fn report<W: WorkerKey>(
 fn live_workers<'a>(
     holders: &'a [Holder],
     now: u64,
-    workers: &'a Workers,
+    workers: &'a impl SlotOwners,
 ) -> impl Iterator<Item = (Slot, WorkerWithDpRank)> + 'a {
     holders
         .iter()

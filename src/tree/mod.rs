@@ -18,7 +18,7 @@ use dashmap::DashMap;
 
 use crate::hash::SeqChain;
 use crate::id_hasher::IdBuildHasher;
-use crate::workers::Slot;
+use crate::slot::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
 use claim::Claim;

@@ -21,8 +21,8 @@ use std::mem::MaybeUninit;
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 
 use super::claim::Claim;
+use crate::slot::Slot;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::workers::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
 /// One (block, worker) entry: the worker's slot and its [claim](super::claim), as two

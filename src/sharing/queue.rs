@@ -114,7 +114,7 @@ impl Outbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replication::Action;
+    use crate::sharing::Action;
 
     fn removal() -> Decision {
         Decision {

@@ -1,0 +1,187 @@
+//! The index's side of sharing decisions with other router replicas: what a decision is
+//! ([`Decision`], [`Action`]), the [`Outbox`] that local decisions are queued in, the
+//! [`LagHistogram`] of arrivals, and the sharing state of one index ([`Replication`]:
+//! numbering, the highest sequence number applied per origin, counters).
+//!
+//! Below the index, which holds a [`Replication`]; the public items are re-exported by
+//! `replication`, the public face, which adds the wire format, the index's methods that
+//! apply decisions, and the transports (which use the index).
+
+mod decision;
+mod lag;
+mod queue;
+
+use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use decision::{Action, Decision, ReplicaId, MAX_BLOCKS};
+pub use lag::LagHistogram;
+pub use queue::Outbox;
+
+use crate::clock::{nanos, Clock};
+use crate::config::Builder;
+
+/// What [`apply_decision`](crate::ApproxKvIndexer::apply_decision) did with a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Applied to the index.
+    Applied,
+    /// Not above the highest sequence number applied from its origin: already applied
+    /// (or older than one that was).
+    Duplicate,
+    /// This replica's own decision (taken since this index was built).
+    OwnOrigin,
+    /// Taken a TTL or more ago: its entries would already have expired.
+    Expired,
+}
+
+/// Counters of decision sharing, from [`ApproxKvIndexer::replication_stats`](crate::ApproxKvIndexer::replication_stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicationStats {
+    /// This replica's id.
+    pub replica_id: ReplicaId,
+    /// Local decisions handed to the outbox (queued or dropped), since creation.
+    pub shared: u64,
+    /// Of those, dropped because the outbox was full.
+    pub dropped: u64,
+    /// Decisions waiting in the outbox now.
+    pub queued: usize,
+    /// Other replicas' decisions applied.
+    pub applied: u64,
+    /// Decisions received again (or out of order) and skipped.
+    pub duplicates: u64,
+    /// Decisions received a TTL or more after they were taken, and skipped.
+    pub expired: u64,
+    /// Decisions of other replicas never received: numbers skipped in an origin's
+    /// sequence (dropped by a full outbox there, or trimmed from a transport's retained
+    /// window before this replica read them).
+    pub gaps: u64,
+    /// Median time from a decision to its arrival here (wall clocks of both replicas).
+    pub lag_p50: Duration,
+    /// 99th percentile of the same.
+    pub lag_p99: Duration,
+}
+
+/// The sharing state of one index.
+pub(crate) struct Replication {
+    origin: ReplicaId,
+    wall: Arc<dyn Clock>,
+    next_seq: AtomicU64,
+    /// The first sequence number of this incarnation: decisions of this origin numbered
+    /// below it were taken before a restart, and are applied like anyone's.
+    first_seq: u64,
+    outbox: Option<Outbox>,
+    shared: AtomicU64,
+    /// The highest sequence number applied, per origin; held while applying, so one
+    /// origin's decisions are applied one at a time, in order.
+    applied_seq: parking_lot::Mutex<rustc_hash::FxHashMap<ReplicaId, u64>>,
+    applied: AtomicU64,
+    duplicates: AtomicU64,
+    expired: AtomicU64,
+    gaps: AtomicU64,
+    lag: LagHistogram,
+}
+
+impl Replication {
+    pub(crate) fn new(b: &Builder) -> Self {
+        let started = nanos(b.wall_clock.now());
+        Self {
+            origin: b.replica_id.unwrap_or_else(|| random_id(started)),
+            wall: Arc::clone(&b.wall_clock),
+            // Numbered from the start time, so a restarted replica keeping its id goes on
+            // above its old numbers (unless it took more than one decision a nanosecond).
+            next_seq: AtomicU64::new(started),
+            first_seq: started,
+            outbox: b.share_decisions.map(Outbox::new),
+            shared: AtomicU64::new(0),
+            applied_seq: Default::default(),
+            applied: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+            gaps: AtomicU64::new(0),
+            lag: LagHistogram::default(),
+        }
+    }
+
+    /// Hands a local action to the outbox, if decisions are shared.
+    #[inline]
+    pub(crate) fn share(&self, action: impl FnOnce() -> Action) {
+        let Some(outbox) = &self.outbox else {
+            return;
+        };
+        self.shared.fetch_add(1, Relaxed);
+        outbox.push(Decision {
+            origin: self.origin,
+            seq: self.next_seq.fetch_add(1, Relaxed),
+            decided_at: self.wall.now(),
+            action: action(),
+        });
+    }
+
+    /// Applies another replica's decision once, through `apply` (given its action and its
+    /// age by this index's wall clock): skips this replica's own and any not numbered above
+    /// the highest applied from its origin (counting the numbers skipped as gaps), records
+    /// the lag, and counts the outcome. The lock of the applied numbers is held while
+    /// `apply` runs, so one origin's decisions are applied one at a time, in order.
+    pub(crate) fn apply(
+        &self,
+        decision: &Decision,
+        apply: impl FnOnce(&Action, Duration) -> Applied,
+    ) -> Applied {
+        if decision.origin == self.origin && decision.seq >= self.first_seq {
+            return Applied::OwnOrigin;
+        }
+        let mut applied = self.applied_seq.lock();
+        match applied.entry(decision.origin) {
+            Entry::Occupied(mut last) => {
+                if decision.seq <= *last.get() {
+                    self.duplicates.fetch_add(1, Relaxed);
+                    return Applied::Duplicate;
+                }
+                self.gaps.fetch_add(decision.seq - *last.get() - 1, Relaxed);
+                last.insert(decision.seq);
+            }
+            Entry::Vacant(first) => {
+                first.insert(decision.seq);
+            }
+        }
+        let age = self.wall.now().saturating_sub(decision.decided_at);
+        self.lag.record(age);
+        let outcome = apply(&decision.action, age);
+        let counter = match outcome {
+            Applied::Expired => &self.expired,
+            _ => &self.applied,
+        };
+        counter.fetch_add(1, Relaxed);
+        outcome
+    }
+
+    /// The outbox, when decisions are shared.
+    pub(crate) fn outbox(&self) -> Option<&Outbox> {
+        self.outbox.as_ref()
+    }
+
+    pub(crate) fn stats(&self) -> ReplicationStats {
+        ReplicationStats {
+            replica_id: self.origin,
+            shared: self.shared.load(Relaxed),
+            dropped: self.outbox.as_ref().map_or(0, Outbox::dropped),
+            queued: self.outbox.as_ref().map_or(0, Outbox::len),
+            applied: self.applied.load(Relaxed),
+            duplicates: self.duplicates.load(Relaxed),
+            expired: self.expired.load(Relaxed),
+            gaps: self.gaps.load(Relaxed),
+            lag_p50: self.lag.quantile(0.5),
+            lag_p99: self.lag.quantile(0.99),
+        }
+    }
+}
+
+/// A replica id nobody chose: the standard library's random hash keys over the time.
+fn random_id(started: u64) -> ReplicaId {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one((started, std::process::id()))
+}

@@ -1,0 +1,18 @@
+//! Worker slots: the dense numbers the tree, the timers and the decision logs store instead
+//! of worker keys, and what reads of the tree ask about them. A leaf module: only the
+//! worker registry (`workers`) hands slots out and answers for them.
+
+use crate::WorkerKey;
+
+/// A dense index standing for one registration of one worker.
+pub(crate) type Slot = u32;
+
+/// What reads of the tree (find, dump, snapshot) ask about the slots their holders carry;
+/// the worker registry answers. Taken as a generic parameter, so each call inlines as a
+/// direct call to the registry would.
+pub(crate) trait SlotOwners {
+    /// The worker key of `slot` if it is alive (registered and not removed).
+    fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W>;
+    /// Entries stored for `slot` (clamped at zero).
+    fn entries(&self, slot: Slot) -> usize;
+}

@@ -1,0 +1,84 @@
+//! Per-slot counts: the entries each slot holds in the tree (and their running total,
+//! under a global cap), and the latest expiry each slot was handed (under caps, so that
+//! eviction tells a worker's decisions apart by age).
+
+use std::sync::Arc;
+
+use super::table::{DEAD, STATE_BITS, STATE_MASK};
+use super::Workers;
+use crate::slot::Slot;
+use crate::sync::Ordering;
+
+impl Workers {
+    /// Entries over all slots, if tracked.
+    #[inline]
+    pub(crate) fn tracked_total(&self) -> Option<usize> {
+        self.total
+            .as_ref()
+            .map(|t| t.load(Ordering::Relaxed).max(0) as usize)
+    }
+
+    /// Entries stored for `slot` (clamped at zero).
+    #[inline]
+    pub(crate) fn entries(&self, slot: Slot) -> usize {
+        self.slots
+            .get(slot)
+            .map_or(0, |i| i.entries.load(Ordering::Relaxed).max(0) as usize)
+    }
+
+    /// Adds `delta` to the slot's entry count; recycles a dead slot whose count reaches zero.
+    pub(crate) fn adjust_entries(self: &Arc<Self>, slot: Slot, delta: i64) {
+        if delta == 0 {
+            return;
+        }
+        let Some(info) = self.slots.get(slot) else {
+            return;
+        };
+        if let Some(total) = &self.total {
+            total.fetch_add(delta, Ordering::Relaxed);
+        }
+        let now = info.entries.fetch_add(delta, Ordering::SeqCst) + delta;
+        if now <= 0 {
+            let state = info.state.load(Ordering::SeqCst);
+            if state & STATE_MASK == DEAD {
+                self.schedule_reclaim(slot, state >> STATE_BITS);
+            }
+        }
+    }
+
+    /// Sum of entries over all slots, including dead ones not yet swept.
+    pub(crate) fn total_entries(&self) -> usize {
+        let next = self.free.lock().next;
+        (0..next)
+            .filter_map(|s| self.slots.get(s as Slot))
+            .map(|i| i.entries.load(Ordering::Relaxed).max(0) as usize)
+            .sum()
+    }
+
+    /// Makes later [`unique_expiry`](Self::unique_expiry) results come after `expiry`
+    /// (a restored or replayed claim).
+    pub(crate) fn note_expiry(&self, slot: Slot, expiry: u64) {
+        if let Some(info) = self.slots.get(slot) {
+            info.last_expiry.fetch_max(expiry, Ordering::AcqRel);
+        }
+    }
+
+    /// An expiry of at least `wanted` and later than any handed out before for `slot`, so
+    /// that eviction tells any two decisions of a worker apart by age even when the clock
+    /// did not move between them (a manual clock, or a burst within a nanosecond). Each
+    /// such decision stretches the TTL by a nanosecond: reads are exact to within the
+    /// number of decisions one worker recorded at the same clock reading, in nanoseconds.
+    pub(crate) fn unique_expiry(&self, slot: Slot, wanted: u64) -> u64 {
+        let Some(info) = self.slots.get(slot) else {
+            return wanted;
+        };
+        let mut chosen = wanted;
+        let _ = info
+            .last_expiry
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                chosen = wanted.max(last.saturating_add(1));
+                Some(chosen)
+            });
+        chosen
+    }
+}

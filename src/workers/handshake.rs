@@ -1,0 +1,112 @@
+//! Removal and the writers racing it: [`kill`](Workers::kill) marks a slot dead, the
+//! handshake ([`begin_write`](Workers::begin_write) / [`end_write`](Workers::end_write))
+//! with writers whose entries no timer's walk will ever free, and the queue of dead slots
+//! that the sweeper must purge instead.
+
+use std::sync::Arc;
+
+use super::table::{pack, SlotInfo, ALIVE, DEAD, STATE_BITS, STATE_MASK};
+use super::Workers;
+use crate::slot::Slot;
+use crate::sync::Ordering;
+
+/// What a writer is about to store (see [`Workers::begin_write`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// Entries with an exact claim (no timer leads a walk to them).
+    Exact,
+    /// Approximate claims only.
+    Approx,
+}
+
+impl Workers {
+    /// Marks a slot dead: its entries read as absent; they are freed by walks or a purge,
+    /// then the slot is recycled.
+    pub(super) fn kill(self: &Arc<Self>, slot: Slot) {
+        // SeqCst: see `begin_write`.
+        let info = self.slots.get(slot).expect("a mapped slot has a segment");
+        let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
+        info.state.store(pack(generation, DEAD), Ordering::SeqCst);
+        if self.purge_all_dead || info.had_exact.load(Ordering::SeqCst) {
+            self.queue_purge(slot, info);
+        }
+        if info.entries.load(Ordering::SeqCst) <= 0 {
+            self.schedule_reclaim(slot, generation);
+        }
+    }
+
+    fn queue_purge(&self, slot: Slot, info: &SlotInfo) {
+        if !info.purge_pending.swap(true, Ordering::SeqCst) {
+            self.to_purge.lock().push(slot);
+        }
+    }
+
+    /// The purge of `slot` has run: it may be recycled once its entries are gone.
+    pub(crate) fn purge_done(self: &Arc<Self>, slot: Slot) {
+        let Some(info) = self.slots.get(slot) else {
+            return;
+        };
+        info.purge_pending.store(false, Ordering::SeqCst);
+        let state = info.state.load(Ordering::SeqCst);
+        if state & STATE_MASK == DEAD && info.entries.load(Ordering::SeqCst) <= 0 {
+            self.schedule_reclaim(slot, state >> STATE_BITS);
+        }
+    }
+
+    /// Starts storing entries for `slot` that no timer's walk will lead to if the slot
+    /// dies: exact ones, or any when the registry purges every dead slot (no timers).
+    /// Returns false, and the caller must store nothing, if the slot died meanwhile (the
+    /// write is then ordered before the removal). Otherwise the caller must call
+    /// [`end_write`](Self::end_write) after its stores; a purge of the slot waits for that.
+    /// Approximate writes with timers need no handshake (their timers' walks free them)
+    /// and return true at no cost.
+    ///
+    /// Why no such entry can escape the purge (all SeqCst): the writer sets `had_exact`
+    /// (exact writes), registers as a writer, then reads the state; `kill` writes DEAD,
+    /// then reads `had_exact` (or purges anyway). Either the writer reads DEAD and stores
+    /// nothing, or `kill` queues a purge, which then sees the writer and waits for it.
+    pub(crate) fn begin_write(&self, slot: Slot, write: Write) -> bool {
+        if write == Write::Approx && !self.purge_all_dead {
+            return true;
+        }
+        let Some(info) = self.slots.get(slot) else {
+            return false;
+        };
+        if write == Write::Exact {
+            info.had_exact.store(true, Ordering::SeqCst);
+        }
+        info.writers.fetch_add(1, Ordering::SeqCst);
+        if info.state.load(Ordering::SeqCst) & STATE_MASK != ALIVE {
+            info.writers.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Ends what [`begin_write`](Self::begin_write) started (with the same `write`).
+    pub(crate) fn end_write(&self, slot: Slot, write: Write) {
+        if write == Write::Approx && !self.purge_all_dead {
+            return;
+        }
+        if let Some(info) = self.slots.get(slot) {
+            info.writers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a writer is still storing entries for `slot`.
+    pub(crate) fn writes_in_flight(&self, slot: Slot) -> bool {
+        self.slots
+            .get(slot)
+            .is_some_and(|i| i.writers.load(Ordering::SeqCst) > 0)
+    }
+
+    /// Puts slots whose purge must wait back in the queue.
+    pub(crate) fn requeue_purges(&self, slots: impl IntoIterator<Item = Slot>) {
+        self.to_purge.lock().extend(slots);
+    }
+
+    /// Dead slots with exact entries that the sweeper must purge.
+    pub(crate) fn take_purges(&self) -> Vec<Slot> {
+        std::mem::take(&mut *self.to_purge.lock())
+    }
+}

@@ -1,0 +1,188 @@
+//! The worker registry: each worker id gets a dense *slot*, which is what the tree stores.
+//!
+//! `remove_worker` is O(1): it unmaps the id and marks the slot dead, so every entry
+//! carrying that slot reads as absent at once; the sweeper frees those entries as its walks
+//! meet them. A slot is reused only after its last entry is gone *and* every thread that
+//! could still hold the old slot number (pinned before it died) has unpinned, which the
+//! epoch collector tells us by running a deferred closure.
+//!
+//! - `mod.rs`: the [`Workers`] facade: registration, worker key -> slot, removal, liveness;
+//! - `table.rs`: the lock-free segmented slot table and each slot's shared state;
+//! - `handshake.rs`: killing a slot, the writer handshake, the purge queue;
+//! - `counts.rs`: per-slot entry counts (and their total), the last expiry handed out;
+//! - `engine_hashes.rs`: the engine's own block hashes per slot;
+//! - `recycle.rs`: slot allocation and the epoch-deferred recycling of dead slots.
+
+mod counts;
+mod engine_hashes;
+mod handshake;
+mod recycle;
+mod table;
+
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use crate::capacity::DecisionLog;
+use crate::id_hasher::IdBuildHasher;
+use crate::slot::{Slot, SlotOwners};
+use crate::sync::{AtomicI64, DashMap, Mutex, Ordering};
+use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
+
+pub(crate) use handshake::Write;
+use recycle::FreeSlots;
+use table::{pack, SlotTable, ALIVE, STATE_BITS, STATE_MASK};
+
+/// The slots of one worker id: one per data-parallel rank (usually just one).
+type Ranks = Vec<(u32, Slot)>;
+
+#[inline]
+fn slot_of_rank(ranks: &Ranks, rank: u32) -> Option<Slot> {
+    ranks.iter().find(|r| r.0 == rank).map(|r| r.1)
+}
+
+/// Worker keys, their slots, and slot reuse.
+pub(crate) struct Workers {
+    ids: DashMap<WorkerId, Ranks, IdBuildHasher>,
+    slots: SlotTable,
+    /// Freed slots, and the next never-used slot. Touched only when a worker is first
+    /// recorded or a slot is recycled, never on the find or refresh paths.
+    free: Mutex<FreeSlots>,
+    /// Dead slots with exact entries, waiting for the sweeper's purge.
+    to_purge: Mutex<Vec<Slot>>,
+    /// Entries over all slots, maintained only when a global cap needs it.
+    total: Option<CachePadded<AtomicI64>>,
+    /// Purge every dead slot (when no timer will ever walk its entries).
+    purge_all_dead: bool,
+    /// Keep per-slot decision logs (a per-worker cap).
+    slot_logs: bool,
+}
+
+impl Workers {
+    /// A registry; `track_total` keeps a running total of entries (for a global cap);
+    /// `purge_all_dead` queues every removed worker for a purge (when timers are off);
+    /// `slot_logs` keeps a decision log per slot (for a per-worker cap).
+    pub(crate) fn new(track_total: bool, purge_all_dead: bool, slot_logs: bool) -> Arc<Self> {
+        Arc::new(Self {
+            ids: DashMap::with_hasher(IdBuildHasher::default()),
+            slots: SlotTable::new(),
+            free: Mutex::new(FreeSlots::default()),
+            to_purge: Mutex::new(Vec::new()),
+            total: track_total.then(Default::default),
+            purge_all_dead,
+            slot_logs,
+        })
+    }
+
+    /// The slot of `worker`, registering it if needed. `None` only if all 2^32 slots are
+    /// in use at once.
+    pub(crate) fn resolve(&self, worker: impl WorkerKey) -> Option<Slot> {
+        let (id, rank) = (worker.worker_id(), worker.dp_rank());
+        if let Some(slot) = self.ids.get(&id).and_then(|r| slot_of_rank(&r, rank)) {
+            return Some(slot);
+        }
+        let mut ranks = self.ids.entry(id).or_default();
+        if let Some(slot) = slot_of_rank(&ranks, rank) {
+            return Some(slot);
+        }
+        let slot = self.allocate()?;
+        let info = self.slots.ensure(slot);
+        info.worker.store(id, Ordering::Relaxed);
+        info.rank.store(rank, Ordering::Relaxed);
+        let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
+        info.state.store(pack(generation, ALIVE), Ordering::Release);
+        ranks.push((rank, slot));
+        Some(slot)
+    }
+
+    /// The slot of `worker` if it is registered (never registers).
+    #[inline]
+    pub(crate) fn lookup(&self, worker: impl WorkerKey) -> Option<Slot> {
+        let ranks = self.ids.get(&worker.worker_id())?;
+        slot_of_rank(&ranks, worker.dp_rank())
+    }
+
+    /// Unregisters every rank of `worker`; their entries read as absent from now on.
+    /// Unknown ids are a no-op.
+    pub(crate) fn remove(self: &Arc<Self>, worker: WorkerId) -> bool {
+        let Some((_, ranks)) = self.ids.remove(&worker) else {
+            return false;
+        };
+        for (_, slot) in ranks {
+            self.kill(slot);
+        }
+        true
+    }
+
+    /// Unregisters one rank of a worker.
+    pub(crate) fn remove_rank(self: &Arc<Self>, worker: impl WorkerKey) -> bool {
+        let (id, rank) = (worker.worker_id(), worker.dp_rank());
+        let mut removed = None;
+        self.ids.remove_if_mut(&id, |_, ranks| {
+            if let Some(at) = ranks.iter().position(|r| r.0 == rank) {
+                removed = Some(ranks.swap_remove(at).1);
+            }
+            ranks.is_empty()
+        });
+        removed.map(|slot| self.kill(slot)).is_some()
+    }
+
+    /// The slot's current generation (truncated): it changes each time the slot is freed,
+    /// so a logged decision can tell whether its slot still stands for the same worker.
+    #[inline]
+    pub(crate) fn generation(&self, slot: Slot) -> u16 {
+        self.slots.get(slot).map_or(0, |i| {
+            (i.state.load(Ordering::Acquire) >> STATE_BITS) as u16
+        })
+    }
+
+    /// The decision log of `slot`, if slots keep logs (a per-worker cap).
+    #[inline]
+    pub(crate) fn log(&self, slot: Slot) -> Option<&DecisionLog> {
+        if !self.slot_logs {
+            return None;
+        }
+        self.slots.get(slot).map(|i| &i.log)
+    }
+
+    /// Slots ever handed out (alive, dead or free): the range to visit for per-slot work.
+    pub(crate) fn slot_count(&self) -> Slot {
+        Slot::try_from(self.free.lock().next).unwrap_or(Slot::MAX)
+    }
+
+    /// The worker key of `slot` if it is alive (registered and not removed).
+    #[inline]
+    pub(crate) fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
+        let info = self.slots.get(slot)?;
+        if info.state.load(Ordering::Acquire) & STATE_MASK == ALIVE {
+            let id = info.worker.load(Ordering::Relaxed);
+            Some(W::from_parts(id, info.rank.load(Ordering::Relaxed)))
+        } else {
+            None
+        }
+    }
+
+    /// Whether `slot` is alive.
+    #[inline]
+    pub(crate) fn is_alive(&self, slot: Slot) -> bool {
+        self.alive::<WorkerWithDpRank>(slot).is_some()
+    }
+
+    /// Registered worker keys (each rank counts).
+    pub(crate) fn len(&self) -> usize {
+        self.ids.iter().map(|r| r.len()).sum()
+    }
+}
+
+/// What the tree's reads ask: the same calls as above.
+impl SlotOwners for Workers {
+    #[inline]
+    fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
+        Workers::alive(self, slot)
+    }
+
+    #[inline]
+    fn entries(&self, slot: Slot) -> usize {
+        Workers::entries(self, slot)
+    }
+}
