@@ -15,9 +15,7 @@ use std::time::{Duration, Instant};
 use approx_kv_index::replication::redis::{RedisConfig, RedisSync, Retention};
 use approx_kv_index::replication::{Action, Decision};
 use approx_kv_index::{ApproxKvIndexer, LocalBlockHash};
-use redis_server::RedisServer;
-
-const DEADLINE: Duration = Duration::from_secs(30);
+use redis_server::{eventually, holds, prompt, RedisServer, DEADLINE};
 
 fn replica(server: &RedisServer, id: u64, stream: &str) -> RedisSync {
     let index = ApproxKvIndexer::builder()
@@ -32,29 +30,6 @@ fn replica(server: &RedisServer, id: u64, stream: &str) -> RedisSync {
         RedisConfig::new(server.url()).stream(stream),
     )
     .unwrap()
-}
-
-/// A prompt of two blocks, distinct per (replica, n).
-fn prompt(replica: u64, n: u32) -> Vec<u32> {
-    let base = (replica as u32) << 20 | n << 3;
-    (base..base + 8).collect()
-}
-
-fn holds(sync: &RedisSync, replica: u64, n: u32) -> bool {
-    let found = sync.index().find_matches_for_request(&prompt(replica, n));
-    found.scores.get(&replica) == Some(&2)
-}
-
-/// Polls `ok` until it holds or the deadline passes; returns whether it held.
-fn eventually(mut ok: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < DEADLINE {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5)); // polling other threads
-    }
-    ok()
 }
 
 #[test]

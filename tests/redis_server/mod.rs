@@ -4,10 +4,13 @@
 //!
 //! Without the binary the tests skip with a message saying how to install it, unless
 //! `APPROX_KV_REQUIRE_REDIS=1` (set by `.ci/run`), which makes them fail instead.
+//!
+//! [`RedisServer::start_tls`] starts one that listens only for TLS (`rediss://`), with the
+//! certificates of a directory (see `tests/redis_tls.rs`).
 #![allow(dead_code)]
 
-use std::net::TcpListener;
-use std::path::PathBuf;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,6 +20,8 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    /// For a TLS server: the directory of `ca.crt`, `server.crt` and `server.key`.
+    tls: Option<PathBuf>,
 }
 
 const BINARY: &str = "redis-server";
@@ -28,11 +33,31 @@ impl RedisServer {
     /// Starts a server with `extra` arguments (e.g. `["--requirepass", "pw"]`); `None`
     /// (after saying why) when `redis-server` is missing and not required.
     pub fn start(extra: &[&str]) -> Option<Self> {
-        if Command::new(BINARY).arg("--version").output().is_err() {
-            if std::env::var_os("APPROX_KV_REQUIRE_REDIS").is_some_and(|v| v != "0") {
-                panic!("{BINARY} not found and APPROX_KV_REQUIRE_REDIS is set: {HOW}");
-            }
-            eprintln!("skipping: {BINARY} not found: {HOW}");
+        Self::start_with(extra, None)
+    }
+
+    /// Starts a server that listens only for TLS, on `port`, with `certs`' `ca.crt`,
+    /// `server.crt` and `server.key` and without client certificates (`extra` may say
+    /// `--tls-auth-clients yes`); `None` as for `start`.
+    pub fn start_tls(certs: &Path, extra: &[&str]) -> Option<Self> {
+        Self::start_with(extra, Some(certs.to_path_buf()))
+    }
+
+    /// Whether `redis-server` runs; when it does not, panics if `APPROX_KV_REQUIRE_REDIS`
+    /// is set, else says how to install it.
+    pub fn available() -> bool {
+        if Command::new(BINARY).arg("--version").output().is_ok() {
+            return true;
+        }
+        if required() {
+            panic!("{BINARY} not found and APPROX_KV_REQUIRE_REDIS is set: {HOW}");
+        }
+        eprintln!("skipping: {BINARY} not found: {HOW}");
+        false
+    }
+
+    fn start_with(extra: &[&str], tls: Option<PathBuf>) -> Option<Self> {
+        if !Self::available() {
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")
@@ -47,27 +72,47 @@ impl RedisServer {
             port,
             dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls,
         };
         server.spawn();
         Some(server)
     }
 
-    /// `redis://[:PASSWORD@]127.0.0.1:PORT`, with the password given to `start`.
+    /// `redis://[:PASSWORD@]127.0.0.1:PORT` (`rediss://` for TLS), with the password
+    /// given to `start`.
     pub fn url(&self) -> String {
         let password = self
             .extra
             .iter()
             .position(|a| a == "--requirepass")
             .and_then(|i| self.extra.get(i + 1));
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         match password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
-            None => format!("redis://127.0.0.1:{}", self.port),
+            Some(pw) => format!("{scheme}://:{pw}@127.0.0.1:{}", self.port),
+            None => format!("{scheme}://127.0.0.1:{}", self.port),
         }
     }
 
     fn spawn(&mut self) {
-        let child = Command::new(BINARY)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+        let mut command = Command::new(BINARY);
+        match &self.tls {
+            None => command.args(["--port", &self.port.to_string()]),
+            Some(certs) => command
+                .args(["--port", "0", "--tls-port", &self.port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(certs.join("server.crt"))
+                .arg("--tls-key-file")
+                .arg(certs.join("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(certs.join("ca.crt"))
+                .args(["--tls-auth-clients", "no"]),
+        };
+        let child = command
+            .args(["--bind", "127.0.0.1"])
             .arg("--dir")
             .arg(&self.dir)
             .args(["--save", "", "--appendonly", "no"])
@@ -77,8 +122,17 @@ impl RedisServer {
             .spawn()
             .expect("redis-server starts");
         self.child = Some(child);
-        let client = redis::Client::open(self.url()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
+        if self.tls.is_some() {
+            // A TLS client needs the test's certificates: listening is the sign of ready.
+            while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+                self.exited();
+                assert!(Instant::now() < deadline, "redis-server did not listen");
+                std::thread::sleep(Duration::from_millis(10)); // polling another process
+            }
+            return;
+        }
+        let client = redis::Client::open(self.url()).unwrap();
         loop {
             let pong = client
                 .get_connection_with_timeout(Duration::from_millis(200))
@@ -91,6 +145,14 @@ impl RedisServer {
                 "redis-server did not answer PING"
             );
             std::thread::sleep(Duration::from_millis(10)); // polling another process
+        }
+    }
+
+    /// Panics if the server exited (a bad argument, a port taken).
+    fn exited(&mut self) {
+        let child = self.child.as_mut().expect("a started server");
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("redis-server exited: {status}");
         }
     }
 
@@ -108,7 +170,7 @@ impl RedisServer {
         self.spawn();
     }
 
-    /// A connection for the test's own commands.
+    /// A connection for the test's own commands (not for a TLS server).
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .unwrap()
@@ -122,4 +184,36 @@ impl Drop for RedisServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// How long a test waits for an outcome before it fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A prompt of two blocks, distinct per (replica, n).
+pub fn prompt(replica: u64, n: u32) -> Vec<u32> {
+    let base = (replica as u32) << 20 | n << 3;
+    (base..base + 8).collect()
+}
+
+/// Whether `sync`'s index finds both blocks of `prompt(replica, n)` on worker `replica`.
+pub fn holds(sync: &approx_kv_index::replication::redis::RedisSync, replica: u64, n: u32) -> bool {
+    let found = sync.index().find_matches_for_request(&prompt(replica, n));
+    found.scores.get(&replica) == Some(&2)
+}
+
+/// Polls `ok` until it holds or the deadline passes; returns whether it held.
+pub fn eventually(mut ok: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < DEADLINE {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5)); // polling other threads
+    }
+    ok()
+}
+
+/// Whether `APPROX_KV_REQUIRE_REDIS` asks to fail rather than skip.
+pub fn required() -> bool {
+    std::env::var_os("APPROX_KV_REQUIRE_REDIS").is_some_and(|v| v != "0")
 }

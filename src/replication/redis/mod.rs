@@ -21,10 +21,18 @@
 //! is skipped and counted in [`rejected`](RedisSyncStats::rejected).
 //!
 //! **Connections.** Any URL the `redis` crate takes: `redis://[:PASSWORD@]HOST:PORT[/DB]`
-//! (or `redis://USER:PASSWORD@...` with ACLs). TLS (`rediss://`) needs one of the `redis`
-//! crate's TLS features; this crate does not turn one on (they bring in a TLS stack), so
-//! add `redis = { version = "0.32", features = ["tls-rustls", "tls-rustls-webpki-roots"] }`
-//! (or `"tls-native-tls"`) to your own dependencies and Cargo enables it for this crate too.
+//! (or `redis://USER:PASSWORD@...` with ACLs). TLS, `rediss://[:PASSWORD@]HOST:PORT`, needs
+//! the feature `redis-tls` (the `redis` crate's rustls backend with the `ring` provider):
+//! the server is verified against the system's root certificates, or against a private CA
+//! given with `RedisConfig::tls_root_cert`; `RedisConfig::tls_client_auth` adds a client
+//! certificate for servers that require one (mutual TLS). Certificates are parsed by
+//! [`RedisSync::start`]: a bad PEM is an error there. A replica that cannot verify the
+//! server behaves as with the server down: it connects again and again (counted in
+//! [`reconnects`](RedisSyncStats::reconnects)) and applies nothing, while recording and
+//! finding go on locally.
+//! With `redis-tls`, `start` installs rustls' `ring` provider as the process-wide default
+//! when no default is installed (rustls could not choose if the application enabled
+//! another provider too).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -42,6 +50,11 @@
 mod link;
 mod publisher;
 mod subscriber;
+#[cfg(feature = "redis-tls")]
+mod tls;
+
+#[cfg(feature = "redis-tls")]
+pub use tls::RedisTls;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -72,7 +85,8 @@ pub enum Retention {
 /// Settings of a [`RedisSync`].
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
-    /// The server: `redis://[:PASSWORD@]HOST:PORT[/DB]`.
+    /// The server: `redis://[:PASSWORD@]HOST:PORT[/DB]`, or `rediss://...` for TLS
+    /// (feature `redis-tls`).
     pub url: String,
     /// The stream's key; one stream per index (replicas of one index share it).
     /// Default `approx-kv-index:decisions`.
@@ -91,6 +105,10 @@ pub struct RedisConfig {
     pub backoff_min: Duration,
     /// Longest pause between attempts. Default 1 s.
     pub backoff_max: Duration,
+    /// Certificates for a `rediss://` URL (feature `redis-tls`); none by default (the
+    /// system's root certificates, no client certificate).
+    #[cfg(feature = "redis-tls")]
+    pub tls: RedisTls,
 }
 
 impl RedisConfig {
@@ -105,6 +123,8 @@ impl RedisConfig {
             connect_timeout: Duration::from_secs(1),
             backoff_min: Duration::from_millis(10),
             backoff_max: Duration::from_secs(1),
+            #[cfg(feature = "redis-tls")]
+            tls: RedisTls::default(),
         }
     }
 
@@ -117,6 +137,26 @@ impl RedisConfig {
     /// The same, keeping `retention` of the stream.
     pub fn retention(mut self, retention: Retention) -> Self {
         self.retention = Some(retention);
+        self
+    }
+
+    /// The same, trusting the root certificate(s) in `pem` (a private CA) instead of the
+    /// system's, for a `rediss://` URL (feature `redis-tls`).
+    #[cfg(feature = "redis-tls")]
+    pub fn tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root_cert = Some(pem.into());
+        self
+    }
+
+    /// The same, presenting the client certificate chain `cert_pem` with its private key
+    /// `key_pem` to a server that authenticates clients (mutual TLS; feature `redis-tls`).
+    #[cfg(feature = "redis-tls")]
+    pub fn tls_client_auth(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_auth = Some((cert_pem.into(), key_pem.into()));
         self
     }
 }
@@ -156,6 +196,11 @@ pub enum RedisSyncError {
     Config(&'static str),
     /// A thread could not be spawned.
     Spawn(std::io::Error),
+    /// The TLS settings are unusable: a PEM that holds no certificate or key or does not
+    /// parse, a key that does not match its certificate, certificates with a URL that is not
+    /// `rediss://` (feature `redis-tls`).
+    #[cfg(feature = "redis-tls")]
+    Tls(String),
 }
 
 impl std::fmt::Display for RedisSyncError {
@@ -164,6 +209,8 @@ impl std::fmt::Display for RedisSyncError {
             Self::Url(e) => write!(f, "bad Redis URL: {e}"),
             Self::Config(what) => write!(f, "bad Redis sync setting: {what}"),
             Self::Spawn(e) => write!(f, "cannot spawn a Redis sync thread: {e}"),
+            #[cfg(feature = "redis-tls")]
+            Self::Tls(e) => write!(f, "bad Redis TLS setting: {e}"),
         }
     }
 }
@@ -193,7 +240,9 @@ impl<W: WorkerKey> RedisSync<W> {
     /// Starts publishing `index`'s decisions (if it shares them:
     /// [`Builder::share_decisions`](crate::Builder::share_decisions)) and applying the
     /// stream's. Connecting happens on the threads, so this succeeds while the server is
-    /// down; they connect when it is up.
+    /// down; they connect when it is up. Errors: a URL the `redis` crate does not take,
+    /// a zero `batch`, TLS settings that do not parse (`RedisSyncError::Tls`, feature
+    /// `redis-tls`).
     pub fn start(
         index: Arc<ApproxKvIndexer<W>>,
         mut config: RedisConfig,
@@ -201,7 +250,10 @@ impl<W: WorkerKey> RedisSync<W> {
         if config.batch == 0 {
             return Err(RedisSyncError::Config("batch must be at least 1"));
         }
+        #[cfg(not(feature = "redis-tls"))]
         let client = redis::Client::open(config.url.as_str()).map_err(RedisSyncError::Url)?;
+        #[cfg(feature = "redis-tls")]
+        let client = tls::client(&config.url, &config.tls)?;
         let ttl = index.inner.ttl_nanos;
         config.retention.get_or_insert(if ttl >= NEVER {
             Retention::MaxLen(DEFAULT_MAX_LEN)
