@@ -1,0 +1,99 @@
+//! The promise of `find_matches_into`: once a thread's `OverlapScores` has grown to the
+//! workers that match, a find allocates nothing. Counted by a global allocator that counts
+//! the calling thread's allocations (its own test binary, so no other test's threads count).
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded to `System` unchanged; counting touches only a
+// thread-local `Cell` with a const initialiser, which never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+fn allocations_during(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+#[test]
+fn a_warm_find_into_allocates_nothing() {
+    let (index, _clock) = common::manual_index(4, Duration::from_secs(60));
+    let prompt = common::tokens(0, 400); // 100 blocks
+                                         // 200 workers holding prefixes of every length (both find paths' scans, the last-block
+                                         // probe).
+    for w in 0..200u64 {
+        index.process_routing_decision_for_request(&prompt[..4 * (1 + w as usize % 100)], w);
+    }
+    let local = compute_block_hash_for_seq(&prompt, 4);
+    let queries = [&local[..], &local[..1], &local[..37], &[]];
+    let mut found = OverlapScores::default();
+    for q in queries {
+        index.find_matches_into(q, &mut found); // warm: maps and scratch grow here
+    }
+    for q in queries {
+        let n = allocations_during(|| index.find_matches_into(q, &mut found));
+        assert_eq!(
+            n,
+            0,
+            "a warm find of {} blocks allocated {n} times",
+            q.len()
+        );
+    }
+    assert_eq!(found.scores.len(), 0);
+    index.find_matches_into(&local[..37], &mut found);
+    assert_eq!(found.scores.len(), 200);
+    assert!(found
+        .scores
+        .iter()
+        .all(|(&w, &s)| s as usize == (1 + w as usize % 100).min(37)));
+
+    // The walk, for holder sets that need not be nested: a decision whose sequence
+    // hashes are not the chain of its local hashes switches finds to it for good.
+    let unchained = [SequenceHash(1), SequenceHash(2)];
+    index
+        .process_routing_decision(5_000, &local[..2], &unchained)
+        .expect("same lengths");
+    for q in queries {
+        index.find_matches_into(q, &mut found);
+    }
+    for q in queries {
+        let n = allocations_during(|| index.find_matches_into(q, &mut found));
+        assert_eq!(
+            n,
+            0,
+            "a warm walk of {} blocks allocated {n} times",
+            q.len()
+        );
+    }
+    // A fresh answer does allocate: the count is not vacuous.
+    assert!(allocations_during(|| drop(index.find_matches(&local))) > 0);
+}
