@@ -547,3 +547,88 @@ fn no_thread_leak_after_drop() {
     drop(alive);
     assert_eq!(settle_sweepers(before), before);
 }
+
+/// A fleet joining one prompt while finds and expiry run: 4 threads register 800 workers in
+/// all (ascending within a thread, interleaved across threads: holder arrays grow both by
+/// appends in place and by copies) on one 32-block prompt, 2 threads find it, and one
+/// removes a quarter of the workers as soon as they joined (half their blocks by a
+/// `Removed` event, whose entries leave the holder arrays at once, then the worker) and
+/// sweeps. Finds never report more than the query, and the scores of workers never
+/// removed only grow. At the end every worker that was not removed holds the whole
+/// prompt, and removal and a sweep empty the index.
+#[test]
+fn a_fleet_joining_one_prompt_while_finds_and_removals_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const FLEET: u64 = 800;
+    let clock = Arc::new(ManualClock::new());
+    let index = ApproxKvIndexer::builder()
+        .block_size(BLOCK)
+        .ttl(Duration::from_nanos(TTL))
+        .clock(clock.clone())
+        .background_sweeper(false)
+        .build()
+        .unwrap();
+    let tokens: Vec<u32> = (0..32 * BLOCK).collect();
+    let local = compute_block_hash_for_seq(&tokens, BLOCK);
+    let seq = compute_seq_hashes(&local);
+    let joined = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (index, tokens, joined) = (&index, &tokens, &joined);
+            s.spawn(move || {
+                for w in (t..FLEET).step_by(4) {
+                    index.process_routing_decision_for_request(tokens, w);
+                    joined.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        s.spawn(|| {
+            let mut removed = 0;
+            while joined.load(Ordering::Relaxed) < FLEET {
+                // Remove workers 3, 7, 11, ... once they joined (a removal before the
+                // join would only be undone by the record).
+                let w = 3 + 4 * removed;
+                let found = index.find_matches(&local[..1]);
+                if w < FLEET && found.scores.contains_key(&w) {
+                    // Half its blocks first by a `Removed` event (entries leave holder
+                    // arrays at once: copies racing the appends), then the worker.
+                    let removed_blocks = KvCacheRemoveData {
+                        block_hashes: seq[16..].to_vec(),
+                    };
+                    index.apply_event(&event(w, KvCacheEventData::Removed(removed_blocks)));
+                    index.remove_worker(w);
+                    removed += 1;
+                }
+                index.sweep_expired();
+            }
+        });
+        for _ in 0..2 {
+            let (index, local, joined) = (&index, &local, &joined);
+            s.spawn(move || {
+                let mut best = std::collections::HashMap::new();
+                while joined.load(Ordering::Relaxed) < FLEET {
+                    let found = index.find_matches(local);
+                    check_scores(&found, 32);
+                    for (&w, &score) in &found.scores {
+                        let seen = best.entry(w).or_insert(0);
+                        if w % 4 != 3 {
+                            assert!(score >= *seen, "worker {w}: {score} after {seen}");
+                        }
+                        *seen = score;
+                    }
+                }
+            });
+        }
+    });
+    let found = index.find_matches(&local);
+    for w in (0..FLEET).filter(|w| w % 4 != 3) {
+        assert_eq!(found.scores.get(&w), Some(&32), "worker {w}");
+    }
+    for w in 0..FLEET {
+        index.remove_worker(w);
+    }
+    clock.advance(Duration::from_nanos(TTL));
+    index.sweep_expired();
+    let stats = index.stats();
+    assert_eq!((stats.entries, stats.nodes), (0, 0), "{stats:?}");
+}
