@@ -13,6 +13,7 @@ pub(crate) type Slot = u32;
 pub(crate) trait SlotOwners {
     /// The worker key of `slot` if it is alive (registered and not removed).
     fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W>;
-    /// Entries stored for `slot` (clamped at zero).
-    fn entries(&self, slot: Slot) -> usize;
+    /// [`alive`](Self::alive), with the entries stored for `slot` (clamped at zero), in one
+    /// lookup of the slot.
+    fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)>;
 }

@@ -203,7 +203,10 @@ impl Engine {
         } else {
             self.expiry_for(slot, now, ttl)
         };
-        let added = self.tree.record(slot, local, seq, expiry, &guard);
+        let holds_none = self.workers.entries(slot) == 0;
+        let added = self
+            .tree
+            .record(slot, (local, seq), expiry, holds_none, &guard);
         self.workers.adjust_entries(slot, added as i64);
         if let Some(timers) = self.timers() {
             timers.schedule(expiry, Timer { leaf, slot });

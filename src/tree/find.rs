@@ -24,10 +24,18 @@ const MANY_WORKERS: usize = 64;
 /// (with [`OverlapScores`] reused, nothing at all).
 #[derive(Default)]
 struct Scratch {
-    /// Workers holding every block so far, sorted by slot.
-    active: Vec<(Slot, WorkerWithDpRank)>,
+    /// Workers holding every block so far, sorted by slot, with their entry counts (read
+    /// with their liveness, in one lookup of the slot).
+    active: Vec<(Slot, Active)>,
     /// Sequence hashes of the query, as far as probes needed them.
     seq: Vec<u64>,
+}
+
+/// An active worker: its key and its number of entries.
+#[derive(Clone, Copy)]
+struct Active {
+    key: WorkerWithDpRank,
+    entries: usize,
 }
 
 thread_local! {
@@ -142,13 +150,11 @@ impl Tree {
                 }
             }
             let depth = hi as u32;
-            retain_holders(active, probe(hi), now, |slot, worker| {
-                report(out, workers, slot, worker, depth);
-            });
+            retain_holders(active, probe(hi), now, |worker| report(out, worker, depth));
             lo = hi;
         }
-        for &(slot, worker) in active.iter() {
-            report(out, workers, slot, worker, n as u32);
+        for &(_, worker) in active.iter() {
+            report(out, worker, n as u32);
         }
     }
 
@@ -176,46 +182,43 @@ impl Tree {
             if i == 0 {
                 active.extend(live_workers(holders, now, workers));
             } else {
-                retain_holders(active, holders, now, |slot, worker| {
-                    report(out, workers, slot, worker, depth);
-                });
+                retain_holders(active, holders, now, |worker| report(out, worker, depth));
             }
             if active.is_empty() {
                 break;
             }
             depth += 1;
         }
-        for &(slot, worker) in active.iter() {
-            report(out, workers, slot, worker, depth);
+        for &(_, worker) in active.iter() {
+            report(out, worker, depth);
         }
     }
 }
 
 /// Records `worker`'s score in `out`, with its number of entries.
 #[inline]
-fn report<W: WorkerKey>(
-    out: &mut OverlapScores<W>,
-    workers: &impl SlotOwners,
-    slot: Slot,
-    worker: WorkerWithDpRank,
-    depth: u32,
-) {
-    let key = W::from_parts(worker.worker_id, worker.dp_rank);
+fn report<W: WorkerKey>(out: &mut OverlapScores<W>, worker: Active, depth: u32) {
+    let key = W::from_parts(worker.key.worker_id, worker.key.dp_rank);
     out.scores.insert(key, depth);
-    out.tree_sizes.insert(key, workers.entries(slot));
+    out.tree_sizes.insert(key, worker.entries);
 }
 
-/// The holders live at `now` whose worker is alive, with their worker keys, by slot.
+/// The holders live at `now` whose worker is alive, with their keys and entry counts, by
+/// slot.
 #[inline]
 fn live_workers<'a>(
     holders: &'a [Holder],
     now: u64,
     workers: &'a impl SlotOwners,
-) -> impl Iterator<Item = (Slot, WorkerWithDpRank)> + 'a {
+) -> impl Iterator<Item = (Slot, Active)> + 'a {
     holders
         .iter()
         .filter(move |h| h.live_at(now))
-        .filter_map(|h| workers.alive(h.slot()).map(|w| (h.slot(), w)))
+        .filter_map(|h| {
+            let slot = h.slot();
+            let (key, entries) = workers.alive_with_entries(slot)?;
+            Some((slot, Active { key, entries }))
+        })
 }
 
 /// Whether every worker of `active` holds a live entry in `holders` (both sorted by slot);
@@ -237,11 +240,11 @@ fn all_kept<W>(active: &[(Slot, W)], holders: &[Holder], now: u64) -> bool {
 /// Keeps the `active` workers that hold a live entry in `holders` (both sorted by slot);
 /// reports each dropped worker to `dropped`.
 #[inline]
-fn retain_holders<W: Copy>(
-    active: &mut Vec<(Slot, W)>,
+fn retain_holders<T: Copy>(
+    active: &mut Vec<(Slot, T)>,
     holders: &[Holder],
     now: u64,
-    mut dropped: impl FnMut(Slot, W),
+    mut dropped: impl FnMut(T),
 ) {
     let mut j = 0;
     active.retain(|&(slot, worker)| {
@@ -250,7 +253,7 @@ fn retain_holders<W: Copy>(
         }
         let keep = j < holders.len() && holders[j].slot() == slot && holders[j].live_at(now);
         if !keep {
-            dropped(slot, worker);
+            dropped(worker);
         }
         keep
     });

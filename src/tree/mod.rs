@@ -93,13 +93,16 @@ impl Tree {
     }
 
     /// Records that `slot` holds every block of the prompt until `expiry`. Returns the
-    /// number of (block, slot) entries newly added (the rest were refreshed).
+    /// number of (block, slot) entries newly added (the rest were refreshed). `holds_none`:
+    /// the slot had no entries when the caller looked (a worker's first decision, such as
+    /// each new sharer of a system prompt), so no block needs the read-locked refresh probe
+    /// first; a hint only, since the write-locked insert refreshes an entry it finds.
     pub(crate) fn record(
         &self,
         slot: Slot,
-        local: &[LocalBlockHash],
-        seq: &[SequenceHash],
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
         expiry: u64,
+        holds_none: bool,
         guard: &Guard,
     ) -> usize {
         let claim = Claim::approx(expiry);
@@ -107,7 +110,7 @@ impl Tree {
             .iter()
             .zip(seq)
             .map(|(&local, &seq)| Block { local, seq, claim });
-        self.upsert_chain(slot, None, blocks, guard)
+        self.upsert_blocks(slot, None, blocks, holds_none, guard)
     }
 
     /// Notes a decision whose hashes came from the caller: if its sequence hashes are not
@@ -141,13 +144,27 @@ impl Tree {
         blocks: impl Iterator<Item = Block>,
         guard: &Guard,
     ) -> usize {
+        self.upsert_blocks(slot, parent, blocks, false, guard)
+    }
+
+    /// [`upsert_chain`](Self::upsert_chain); with `holds_none`, every block goes straight to
+    /// the write-locked insert (see [`record`](Self::record)).
+    fn upsert_blocks(
+        &self,
+        slot: Slot,
+        parent: Option<SequenceHash>,
+        blocks: impl Iterator<Item = Block>,
+        holds_none: bool,
+        guard: &Guard,
+    ) -> usize {
         let mut added = 0;
         let mut parent = parent;
         let mut depth = parent.map_or(0, |p| self.depth_below(p));
         // Once a block is missing, its descendants in this chain were missing too (unless a
         // concurrent record races us, which the write-locked path handles): skip the
-        // read-locked probe so that a new block costs one map insert.
-        let mut past_the_known_prefix = false;
+        // read-locked probe so that a new block costs one map insert. The same holds from
+        // the start for a slot that held nothing.
+        let mut past_the_known_prefix = holds_none;
         for Block { local, seq, claim } in blocks {
             // In place under the shard read lock: one probe, one atomic.
             let done = !past_the_known_prefix

@@ -230,12 +230,21 @@ impl Node {
     /// Raises `slot`'s claim to include `want`, adding the slot with claim `want` if it is
     /// not a holder. Returns true if an entry was added. `&mut self`: the shard write lock.
     pub(crate) fn upsert(&mut self, slot: Slot, want: Claim, guard: &Guard) -> bool {
-        if self.update_claim(slot, want, guard) {
-            return false;
-        }
         let old = self.holders.load(Ordering::Acquire, guard);
         let current = as_holders(old, self.len);
-        let at = current.partition_point(|h| h.slot() < slot);
+        // A slot above the last holder (a new worker) needs no search at all.
+        let at = match current.last() {
+            Some(last) if last.slot() >= slot => {
+                match current.binary_search_by_key(&slot, Holder::slot) {
+                    Ok(i) => {
+                        current[i].raise(want);
+                        return false;
+                    }
+                    Err(i) => i,
+                }
+            }
+            _ => current.len(),
+        };
         let appended = at == current.len();
         if appended && !old.is_null() {
             // SAFETY: `old` is this node's published array, alive for `'g` (see

@@ -182,7 +182,13 @@ impl SlotOwners for Workers {
     }
 
     #[inline]
-    fn entries(&self, slot: Slot) -> usize {
-        Workers::entries(self, slot)
+    fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)> {
+        let info = self.slots.get(slot)?;
+        if info.state.load(Ordering::Acquire) & STATE_MASK != ALIVE {
+            return None;
+        }
+        let id = info.worker.load(Ordering::Relaxed);
+        let key = W::from_parts(id, info.rank.load(Ordering::Relaxed));
+        Some((key, info.entries.load(Ordering::Relaxed).max(0) as usize))
     }
 }
