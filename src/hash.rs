@@ -125,6 +125,15 @@ pub fn compute_seq_hashes(local: &[LocalBlockHash]) -> Vec<SequenceHash> {
     out
 }
 
+/// `None` if `seq` is the chain of `local` (what [`compute_seq_hashes`] makes of it), else
+/// that chain. Hashes each block once, and again only after a mismatch.
+pub(crate) fn rechain(local: &[LocalBlockHash], seq: &[SequenceHash]) -> Option<Vec<SequenceHash>> {
+    let mut chain = SeqChain::default();
+    let is_chain =
+        seq.len() == local.len() && local.iter().zip(seq).all(|(&l, &q)| chain.next(l) == q);
+    (!is_chain).then(|| compute_seq_hashes(local))
+}
+
 /// Computes sequence hashes one block at a time, so a walk can stop early without
 /// hashing the rest of the query.
 #[derive(Debug, Default, Clone, Copy)]

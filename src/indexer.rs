@@ -187,7 +187,10 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// Records a decision from precomputed hashes (as
     /// [`compute_block_hash_for_seq`](crate::compute_block_hash_for_seq) and
     /// [`compute_seq_hashes`] make them). Slices of different lengths are an error and
-    /// store nothing.
+    /// store nothing. The blocks are placed by the chain of `local` (what finds look up,
+    /// as Dynamo's radix tree walks local hashes): where `seq` is not that chain (hashes
+    /// from another scheme, or wrong), the decision is recorded as if it were, so it is
+    /// found by its blocks, expires, and counts toward caps like any other.
     ///
     /// ```
     /// use approx_kv_index::*;
@@ -197,6 +200,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// index.process_routing_decision(5, &local, &seq).unwrap();
     /// assert_eq!(index.find_matches(&local).scores[&5], 1);
     /// assert!(index.process_routing_decision(5, &local, &[]).is_err());
+    /// // Sequence hashes that are not the chain: placed by the chain all the same.
+    /// index.process_routing_decision(6, &local, &[SequenceHash(7)]).unwrap();
+    /// assert_eq!(index.find_matches(&local).scores[&6], 1);
     /// ```
     pub fn process_routing_decision(
         &self,
@@ -210,8 +216,11 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
                 seq: seq.len(),
             });
         }
-        self.inner.tree.check_chain(local, seq);
-        self.record(worker, local, seq);
+        // Placed by the chain of its local hashes, which is what finds look up.
+        match crate::hash::rechain(local, seq) {
+            None => self.record(worker, local, seq),
+            Some(chain) => self.record(worker, local, &chain),
+        }
         Ok(())
     }
 

@@ -213,21 +213,20 @@ proptest! {
     /// with it; after everything expires and is swept the index is empty.
     #[test]
     fn index_matches_model(((block, ttl, tick), ops) in scenario(false, false, 60)) {
-        let h = run(block, ttl, tick, false, &ops);
-        prop_assert!(h.consistent);
+        run(block, ttl, tick, false, &ops);
     }
 
     /// Decisions and exact KV events (`Stored`, `Removed`, `Cleared`) mixed.
     #[test]
     fn index_matches_model_with_kv_events(((block, ttl, tick), ops) in scenario(false, true, 60)) {
-        let h = run(block, ttl, tick, false, &ops);
-        prop_assert!(h.consistent);
+        run(block, ttl, tick, false, &ops);
     }
 
-    /// Precomputed hashes and events whose sequence hashes do not chain: finds and dumps
-    /// still equal the model's (only the stats upper bounds are not checked).
+    /// Precomputed hashes and events whose sequence hashes do not chain: decisions are
+    /// placed by the chain of their local hashes, so finds, dumps, stats and caps equal the
+    /// model's, and everything is reclaimed at the end, as with consistent hashes.
     #[test]
-    fn inconsistent_hashes_still_read_exactly(((block, ttl, tick), ops) in scenario(true, true, 40)) {
+    fn inconsistent_hashes_are_placed_by_the_chain(((block, ttl, tick), ops) in scenario(true, true, 40)) {
         run(block, ttl, tick, false, &ops);
     }
 
@@ -265,8 +264,7 @@ proptest! {
             (Just(s), ops)
         })
     ) {
-        let h = run(block, ttl, tick, false, &ops);
-        prop_assert!(h.consistent);
+        run(block, ttl, tick, false, &ops);
     }
 }
 
@@ -333,8 +331,7 @@ proptest! {
             (Just(s), caps(), ops)
         })
     ) {
-        let h = run_capped(block, ttl, tick, false, caps, &ops);
-        prop_assert!(h.consistent);
+        run_capped(block, ttl, tick, false, caps, &ops);
     }
 }
 

@@ -4,8 +4,8 @@
 //! prefix: decisions cover prompts from block 0, claims only move later, and expiry and
 //! eviction take the deepest blocks first), the find gallops: it probes blocks 1, 2, 4, ...
 //! until some active worker is missing, bisects to the exact block, drops the missing
-//! workers, and goes on. Otherwise (after exact KV events, restores, or caller-supplied
-//! hashes that are not a chain) it walks block by block. See `docs/design.md`.
+//! workers, and goes on. Otherwise (after exact KV events or restores) it walks block by
+//! block. See `docs/design.md`.
 
 use std::cell::RefCell;
 

@@ -16,7 +16,6 @@ use crossbeam_epoch::Guard;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-use crate::hash::SeqChain;
 use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
 use crate::{LocalBlockHash, SequenceHash};
@@ -111,16 +110,6 @@ impl Tree {
             .zip(seq)
             .map(|(&local, &seq)| Block { local, seq, claim });
         self.upsert_blocks(slot, None, blocks, holds_none, guard)
-    }
-
-    /// Notes a decision whose hashes came from the caller: if its sequence hashes are not
-    /// the chain of its local hashes, holder sets may stop being nested, so finds stop
-    /// galloping for good. (Decisions hashed by the index are chains by construction.)
-    pub(crate) fn check_chain(&self, local: &[LocalBlockHash], seq: &[SequenceHash]) {
-        let mut chain = SeqChain::default();
-        if !local.iter().zip(seq).all(|(&l, &q)| chain.next(l) == q) {
-            self.not_nested();
-        }
     }
 
     /// Whether `slot` holds the block `seq` live at `now`.

@@ -31,7 +31,7 @@ pub enum Op {
         salt: u8,
     },
     /// `process_routing_decision(worker, local, seq)`; `seq` may be of another length or
-    /// not chained from `local`.
+    /// not chained from `local` (the index then places the blocks by the chain of `local`).
     RecordHashes {
         worker: WorkerId,
         local: Vec<LocalBlockHash>,
@@ -141,10 +141,6 @@ pub struct Harness {
     finds: u64,
     events: u64,
     saved: Option<(Snapshot, SnapshotRows)>,
-    /// False once hashes were recorded or stored that do not chain (sequence from local
-    /// and parent): the sweeper's walks then follow other prompts' parents and may miss
-    /// entries (see docs/testing.md), so only reads are compared from then on.
-    pub consistent: bool,
 }
 
 impl Harness {
@@ -176,7 +172,6 @@ impl Harness {
             finds: 0,
             events: 0,
             saved: None,
-            consistent: true,
         }
     }
 
@@ -216,8 +211,9 @@ impl Harness {
                 let got = self.index.process_routing_decision(*worker, local, seq);
                 if local.len() == seq.len() {
                     assert_eq!(got, Ok(()), "{op:?}");
-                    self.model.record(now, *worker, local, seq);
-                    self.consistent &= *seq == compute_seq_hashes(local);
+                    // Placed by the chain of `local`, whatever `seq` says.
+                    self.model
+                        .record(now, *worker, local, &compute_seq_hashes(local));
                     self.records += u64::from(!seq.is_empty());
                 } else {
                     let want = RecordError::LengthMismatch {
@@ -312,7 +308,7 @@ impl Harness {
                 for event in self.index.dump_events() {
                     fresh.apply_event(&event);
                 }
-                if self.consistent {
+                {
                     assert_eq!(
                         fresh.stats().rejected_events,
                         0,
@@ -404,7 +400,7 @@ impl Harness {
             let key = (event.worker_id, block.block_hash.0);
             let left = block.expires_in.map(nanos);
             assert!(dumped.insert(key, left).is_none(), "duplicate {key:?}");
-            if let (true, 0, Some(parent)) = (self.consistent, self.events, data.parent_hash) {
+            if let (0, Some(parent)) = (self.events, data.parent_hash) {
                 // Decisions only: a live child implies a live parent, dumped earlier (so
                 // caps evict deepest first, and no walk leaves a gap).
                 let earlier = events[..i].iter().any(|e| match &e.data {
@@ -497,9 +493,8 @@ impl Harness {
             self.apply(&Op::RemoveWorker(worker));
         }
         self.apply(&Op::Sweep);
-        // Unless hashes did not chain (walks then follow other prompts' parent links and
-        // may miss entries: see docs/testing.md), everything is reclaimed.
-        if self.consistent {
+        // Everything is reclaimed.
+        {
             let stats = self.index.stats();
             assert_eq!(self.model.stored_count(None), 0, "the model keeps entries");
             assert_eq!(
