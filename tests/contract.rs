@@ -322,5 +322,8 @@ fn decisions_whose_sequence_hashes_are_not_a_chain_are_placed_by_the_chain() {
     clock.advance(ttl);
     index.sweep_expired();
     let stats = index.stats();
-    assert_eq!((stats.entries, stats.nodes, stats.pending_timers), (0, 0, 0));
+    assert_eq!(
+        (stats.entries, stats.nodes, stats.pending_timers),
+        (0, 0, 0)
+    );
 }

@@ -15,21 +15,11 @@ use std::time::{Duration, Instant};
 use approx_kv_index::replication::redis::{RedisConfig, RedisSync, Retention};
 use approx_kv_index::replication::{Action, Decision};
 use approx_kv_index::{ApproxKvIndexer, LocalBlockHash};
-use redis_server::{eventually, holds, prompt, RedisServer, DEADLINE};
+use redis_server::{eventually, holds, prompt, sharing_index, RedisServer, DEADLINE};
 
 fn replica(server: &RedisServer, id: u64, stream: &str) -> RedisSync {
-    let index = ApproxKvIndexer::builder()
-        .block_size(4)
-        .ttl(Duration::from_secs(600))
-        .replica_id(id)
-        .share_decisions(65_536)
-        .build()
-        .unwrap();
-    RedisSync::start(
-        Arc::new(index),
-        RedisConfig::new(server.url()).stream(stream),
-    )
-    .unwrap()
+    let config = RedisConfig::new(server.url()).stream(stream);
+    RedisSync::start(sharing_index(id), config).unwrap()
 }
 
 #[test]

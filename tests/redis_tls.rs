@@ -11,12 +11,10 @@ mod redis_server;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use approx_kv_index::replication::redis::{RedisConfig, RedisSync, RedisSyncError};
-use approx_kv_index::ApproxKvIndexer;
-use redis_server::{eventually, holds, prompt, required, RedisServer};
+use redis_server::{eventually, holds, prompt, required, sharing_index, RedisServer};
 
 const OPENSSL_HOW: &str = "install it (Debian/Ubuntu: `apt-get install openssl`) and rerun; \
                            set APPROX_KV_REQUIRE_REDIS=1 to fail instead of skipping";
@@ -159,20 +157,9 @@ impl Drop for Certs {
     }
 }
 
-fn index(id: u64) -> Arc<ApproxKvIndexer> {
-    let index = ApproxKvIndexer::builder()
-        .block_size(4)
-        .ttl(Duration::from_secs(600))
-        .replica_id(id)
-        .share_decisions(65_536)
-        .build()
-        .unwrap();
-    Arc::new(index)
-}
-
 /// A replica on `stream` with `config`'s URL and TLS settings.
 fn replica(id: u64, config: RedisConfig, stream: &str) -> RedisSync {
-    RedisSync::start(index(id), config.stream(stream)).unwrap()
+    RedisSync::start(sharing_index(id), config.stream(stream)).unwrap()
 }
 
 /// Each of `replicas` (replica id = position) records `each` prompts routed to itself.
@@ -305,7 +292,7 @@ fn mutual_tls_a_client_certificate_is_required_and_accepted() {
     let mismatched = RedisConfig::new(server.url())
         .tls_root_cert(certs.read("ca.crt"))
         .tls_client_auth(certs.read("client.crt"), certs.read("server.key"));
-    let err = RedisSync::start(index(3), mismatched).unwrap_err();
+    let err = RedisSync::start(sharing_index(3), mismatched).unwrap_err();
     assert!(matches!(err, RedisSyncError::Tls(_)), "{err}");
 }
 
@@ -328,7 +315,7 @@ fn bad_certificates_are_errors_of_start() {
     ];
     for config in configs {
         let tls = format!("{:?}", config.tls);
-        match RedisSync::start(index(1), config) {
+        match RedisSync::start(sharing_index(1), config) {
             Err(RedisSyncError::Tls(e)) => eprintln!("{tls}: {e}"),
             other => panic!("{tls}: {other:?}"),
         }
@@ -337,7 +324,7 @@ fn bad_certificates_are_errors_of_start() {
     let config = RedisConfig::new(url).tls_client_auth(&bad_der[..], &b"SECRET KEY"[..]);
     assert!(!format!("{config:?}").contains("SECRET"));
     // A rediss:// URL without certificates trusts the system's roots: it starts.
-    RedisSync::start(index(1), RedisConfig::new(url))
+    RedisSync::start(sharing_index(1), RedisConfig::new(url))
         .unwrap()
         .shutdown();
 }

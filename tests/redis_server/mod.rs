@@ -189,6 +189,18 @@ impl Drop for RedisServer {
 /// How long a test waits for an outcome before it fails.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
+/// A replica's index: block size 4, a 600 s TTL, sharing its decisions as replica `id`.
+pub fn sharing_index(id: u64) -> std::sync::Arc<approx_kv_index::ApproxKvIndexer> {
+    let index = approx_kv_index::ApproxKvIndexer::builder()
+        .block_size(4)
+        .ttl(Duration::from_secs(600))
+        .replica_id(id)
+        .share_decisions(65_536)
+        .build()
+        .unwrap();
+    std::sync::Arc::new(index)
+}
+
 /// A prompt of two blocks, distinct per (replica, n).
 pub fn prompt(replica: u64, n: u32) -> Vec<u32> {
     let base = (replica as u32) << 20 | n << 3;

@@ -10,6 +10,18 @@ fn run(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The smallest run: three requests, one round, one thread, no progress bar.
+const TINY: [&str; 8] = [
+    "--limit",
+    "3",
+    "--rounds",
+    "1",
+    "--threads",
+    "1",
+    "--progress",
+    "never",
+];
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -97,18 +109,7 @@ fn cells(line: &str) -> Vec<&str> {
 fn a_tiny_run_reports_every_subject_smg_included() {
     let dir = std::env::temp_dir().join(format!("approx-kv-compare-cli-{}", std::process::id()));
     let dir_arg = dir.to_str().unwrap();
-    let o = run(&[
-        "--limit",
-        "3",
-        "--rounds",
-        "1",
-        "--threads",
-        "1",
-        "--progress",
-        "never",
-        "--svg",
-        dir_arg,
-    ]);
+    let o = run(&[TINY.as_slice(), &["--svg", dir_arg]].concat());
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{out}\n{err}");
     for subject in ["ours", "pool", "actor", "smg"] {
@@ -154,18 +155,7 @@ fn a_tiny_run_reports_every_subject_smg_included() {
 
 #[test]
 fn only_smg_measures_smg_alone() {
-    let o = run(&[
-        "--only",
-        "smg",
-        "--limit",
-        "3",
-        "--rounds",
-        "1",
-        "--threads",
-        "1",
-        "--progress",
-        "never",
-    ]);
+    let o = run(&[TINY.as_slice(), &["--only", "smg"]].concat());
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("round 1: smg Row {"), "{out}");
