@@ -32,7 +32,7 @@ pub struct SequenceHash(pub u64);
 /// assert_eq!(hashes, compute_block_hash_for_seq(&[1, 2, 3, 4], 4));
 /// ```
 pub fn compute_block_hash_for_seq(tokens: &[u32], block_size: u32) -> Vec<LocalBlockHash> {
-    compute_block_hash_for_seq_with_seed(tokens, block_size, XXH3_SEED)
+    compute_block_hash_for_seq_salted(tokens, block_size, HashSalt::NONE)
 }
 
 /// Keeps the blocks of different LoRA adapters or cache namespaces (tenants) apart: the
@@ -91,23 +91,29 @@ pub fn compute_block_hash_for_seq_salted(
     block_size: u32,
     salt: HashSalt,
 ) -> Vec<LocalBlockHash> {
-    compute_block_hash_for_seq_with_seed(tokens, block_size, salt.seed)
+    let mut out = Vec::new();
+    block_hashes_into(tokens, block_size, salt, &mut out);
+    out
 }
 
-/// As [`compute_block_hash_for_seq`], with an explicit seed.
-fn compute_block_hash_for_seq_with_seed(
+/// As [`compute_block_hash_for_seq_salted`], into `out` (cleared first; no allocation once
+/// it has room, on little-endian targets).
+pub(crate) fn block_hashes_into(
     tokens: &[u32],
     block_size: u32,
-    seed: u64,
-) -> Vec<LocalBlockHash> {
+    salt: HashSalt,
+    out: &mut Vec<LocalBlockHash>,
+) {
+    out.clear();
     if block_size == 0 {
-        return Vec::new();
+        return;
     }
     let mut scratch = Vec::new();
-    tokens
-        .chunks_exact(block_size as usize)
-        .map(|block| LocalBlockHash(hash_tokens(block, seed, &mut scratch)))
-        .collect()
+    out.extend(
+        tokens
+            .chunks_exact(block_size as usize)
+            .map(|block| LocalBlockHash(hash_tokens(block, salt.seed, &mut scratch))),
+    );
 }
 
 /// Chains local block hashes into sequence hashes.

@@ -302,8 +302,59 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         tokens: &[u32],
         salt: HashSalt,
     ) -> OverlapScores<W> {
+        let mut out = OverlapScores::default();
+        self.find_matches_for_request_salted_into(tokens, salt, &mut out);
+        out
+    }
+
+    /// As [`find_matches_for_request`](Self::find_matches_for_request), into `out`
+    /// (cleared first, then filled): with one `OverlapScores` kept per router thread, a
+    /// warm find from tokens allocates nothing (the blocks' hashes go to a per-thread
+    /// buffer).
+    ///
+    /// ```
+    /// # use approx_kv_index::*;
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 7);
+    /// let mut found = OverlapScores::default();
+    /// index.find_matches_for_request_into(&[1, 2, 3, 4], &mut found);
+    /// assert_eq!(found.scores[&7], 2);
+    /// index.find_matches_for_request_into(&[9, 9], &mut found); // reused
+    /// assert!(found.scores.is_empty());
+    /// ```
+    pub fn find_matches_for_request_into(&self, tokens: &[u32], out: &mut OverlapScores<W>) {
+        self.find_matches_for_request_salted_into(tokens, HashSalt::NONE, out);
+    }
+
+    /// As [`find_matches_for_request_into`](Self::find_matches_for_request_into), under a
+    /// [`HashSalt`].
+    pub fn find_matches_for_request_salted_into(
+        &self,
+        tokens: &[u32],
+        salt: HashSalt,
+        out: &mut OverlapScores<W>,
+    ) {
+        thread_local! {
+            static LOCAL: std::cell::RefCell<Vec<LocalBlockHash>> = const {
+                std::cell::RefCell::new(Vec::new())
+            };
+        }
         let block_size = self.inner.block_size;
-        self.find_matches(&compute_block_hash_for_seq_salted(tokens, block_size, salt))
+        let mut find = |local: &mut Vec<LocalBlockHash>| {
+            crate::hash::block_hashes_into(tokens, block_size, salt, local);
+            self.inner.find_into(local, out);
+        };
+        let reused = LOCAL
+            .try_with(|cell| {
+                cell.try_borrow_mut()
+                    .map(|mut local| find(&mut local))
+                    .is_ok()
+            })
+            .unwrap_or(false);
+        if !reused {
+            // This thread's buffer is in use or gone (the thread is being torn down).
+            find(&mut Vec::new());
+        }
     }
 
     /// For each worker, how many leading blocks of `local` it probably holds.

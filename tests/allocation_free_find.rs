@@ -76,12 +76,22 @@ fn a_warm_find_into_allocates_nothing() {
         .iter()
         .all(|(&w, &s)| s as usize == (1 + w as usize % 100).min(37)));
 
-    // The walk, for holder sets that need not be nested: a decision whose sequence
-    // hashes are not the chain of its local hashes switches finds to it for good.
-    let unchained = [SequenceHash(1), SequenceHash(2)];
-    index
-        .process_routing_decision(5_000, &local[..2], &unchained)
-        .expect("same lengths");
+    // The walk, for holder sets that need not be nested: any KV event switches finds to
+    // it for good.
+    let seq = compute_seq_hashes(&local);
+    let stored = KvCacheStoreData {
+        parent_hash: None,
+        blocks: vec![KvCacheStoredBlockData {
+            block_hash: seq[0],
+            tokens_hash: local[0],
+            expires_in: None,
+        }],
+    };
+    index.apply_event(&RouterEvent {
+        worker_id: 5_000,
+        event_id: 0,
+        data: KvCacheEventData::Stored(stored),
+    });
     for q in queries {
         index.find_matches_into(q, &mut found);
     }
@@ -94,6 +104,28 @@ fn a_warm_find_into_allocates_nothing() {
             q.len()
         );
     }
-    // A fresh answer does allocate: the count is not vacuous.
+    // From tokens (hashed into a per-thread buffer), plain and salted.
+    let salt = HashSalt::new(Some("adapter"), None);
+    let token_queries = [&prompt[..], &prompt[..4], &prompt[..150], &[]];
+    for t in token_queries {
+        index.find_matches_for_request_into(t, &mut found);
+        index.find_matches_for_request_salted_into(t, salt, &mut found);
+    }
+    for t in token_queries {
+        let n = allocations_during(|| index.find_matches_for_request_into(t, &mut found));
+        assert_eq!(
+            n,
+            0,
+            "a warm find of {} tokens allocated {n} times",
+            t.len()
+        );
+        let n =
+            allocations_during(|| index.find_matches_for_request_salted_into(t, salt, &mut found));
+        assert_eq!(n, 0, "a warm salted find of {} tokens allocated", t.len());
+    }
+    index.find_matches_for_request_into(&prompt[..150], &mut found);
+    assert_eq!(found, index.find_matches_for_request(&prompt[..150]));
+    assert_eq!(found.scores.len(), 201); // the 200 workers and worker 5,000 (block 0)
+                                         // A fresh answer does allocate: the count is not vacuous.
     assert!(allocations_during(|| drop(index.find_matches(&local))) > 0);
 }
