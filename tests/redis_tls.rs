@@ -185,7 +185,10 @@ fn replicas_share_decisions_over_tls_with_a_private_ca_and_a_password() {
     record(&[&a, &b], &[0, 1], EACH);
     for r in [&a, &b] {
         assert!(
-            eventually(|| (0..2).all(|id| (0..EACH).all(|n| holds(r, id, n)))),
+            // Counters move after the work they count (a batch is counted once the server
+            // answered, after a peer may have applied it): wait for them too.
+            eventually(|| (0..2).all(|id| (0..EACH).all(|n| holds(r, id, n)))
+                && (r.stats().published, r.stats().applied) == (u64::from(EACH), u64::from(EACH))),
             "{:?}",
             r.stats()
         );
@@ -234,10 +237,13 @@ fn a_replica_that_does_not_trust_the_server_applies_nothing_and_works_locally() 
     let slowest_call = start.elapsed();
     // The trusted replicas share theirs (so the server works) ...
     for r in [&a, &b] {
-        assert!(eventually(
-            || (0..2).all(|id| (0..EACH).all(|n| holds(r, id, n)))
-        ));
-        assert_eq!(r.stats().applied, u64::from(EACH), "{:?}", r.stats());
+        // The applied count moves after the blocks appear: wait for both.
+        assert!(
+            eventually(|| (0..2).all(|id| (0..EACH).all(|n| holds(r, id, n)))
+                && r.stats().applied == u64::from(EACH)),
+            "{:?}",
+            r.stats()
+        );
     }
     for (r, id) in untrusted.iter().zip([2, 3]) {
         // ... the untrusted ones fail every handshake, counted, and apply nothing ...
