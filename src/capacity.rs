@@ -59,8 +59,20 @@ impl DecisionLog {
     }
 
     /// Takes the oldest decision.
+    #[cfg(test)]
     pub(crate) fn pop_oldest(&self) -> Option<Decision> {
-        self.decisions.lock().pop_front()
+        self.pop_oldest_if(|_| true)
+    }
+
+    /// Removes and returns the oldest decision if `take` accepts it; otherwise leaves the
+    /// log as it is. One step under the log's lock, so no other thread sees it taken.
+    pub(crate) fn pop_oldest_if(&self, take: impl FnOnce(&Decision) -> bool) -> Option<Decision> {
+        let mut d = self.decisions.lock();
+        if take(d.front()?) {
+            d.pop_front()
+        } else {
+            None
+        }
     }
 
     /// Drops decisions whose TTL has passed at `now` (the wheel's walks handle their

@@ -209,3 +209,24 @@ fn same_instant_decisions_are_ordered() {
     assert_eq!(index.find_matches_for_request(&tokens(10, 2)).scores[&1], 2);
     assert_eq!(index.find_matches_for_request(&tokens(0, 2)).scores[&1], 1);
 }
+
+/// At a clock near the end of time, expiries saturate at 2^64 - 1 ns and no longer tell a
+/// worker's decisions apart; the per-worker cap must hold all the same (a recorder's
+/// fresh decision is then not told apart from older ones, and is not protected).
+#[test]
+fn per_worker_cap_holds_with_a_clock_at_the_end_of_time() {
+    for ttl in [Duration::from_secs(60), Duration::MAX] {
+        let clock = Arc::new(ManualClock::new());
+        clock.set(Duration::from_nanos(u64::MAX - 1_000));
+        let index = capped_on(Some(4), None, ttl, clock.clone());
+        for n in 0..5 {
+            index.process_routing_decision_for_request(&tokens(100 * n, 4), 1);
+            assert!(
+                index.stats().entries <= 4,
+                "{ttl:?} {n}: {:?}",
+                index.stats()
+            );
+        }
+        assert_eq!(index.stats().entries, 4);
+    }
+}

@@ -157,3 +157,53 @@ fn every_call_is_safe_after_shutdown() {
     let _ = index.stats();
     drop(index); // Drop after shutdown joins nothing twice
 }
+
+/// Regression: under a per-worker cap, a sweep of a worker's expired decision racing a
+/// new decision of that worker. Walks used to uncount what they removed only after the
+/// walk, so the recorder saw the expired entries still counted, evicted the (already
+/// empty) expired decision and then its own fresh one: the worker held none of the prompt
+/// it was just routed. Walks now uncount each entry just before removing it.
+#[test]
+fn a_sweep_racing_a_record_never_evicts_the_fresh_decision() {
+    const BLOCKS: usize = 8;
+    let ttl = Duration::from_nanos(1_000);
+    let clock = Arc::new(ManualClock::new());
+    let index: ApproxKvIndexer = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(ttl)
+        .max_blocks_per_worker(BLOCKS)
+        .background_sweeper(false)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let until = Instant::now()
+        + Duration::from_millis(std::env::var("RACE_MS").map_or(1_500, |v| v.parse().unwrap()));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let failure = thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                index.sweep_expired();
+            }
+        });
+        let mut n = 0u32;
+        let mut failure = None;
+        while Instant::now() < until && failure.is_none() {
+            // The previous decision expires, so the sweeper walks it while this one lands.
+            clock.advance(ttl);
+            let prompt: Vec<u32> = (0..BLOCKS as u32).map(|b| n * 100 + b).collect();
+            index.process_routing_decision_for_request(&prompt, 7);
+            let held = index
+                .find_matches_for_request(&prompt)
+                .scores
+                .get(&7)
+                .copied();
+            if held != Some(BLOCKS as u32) {
+                failure = Some(format!("decision {n}: {held:?} {:?}", index.stats()));
+            }
+            n += 1;
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        failure
+    });
+    assert_eq!(failure, None);
+}

@@ -114,7 +114,7 @@ impl Engine {
         for (block, _) in blocks.iter().filter(|b| !b.0.claim.exact) {
             self.schedule_walk(slot, block.seq, block.claim.expiry, Span::Block, &guard);
         }
-        self.enforce_caps(slot, added, &guard);
+        self.enforce_caps(slot, added, None, &guard);
         self.workers.end_write(slot, write);
     }
 

@@ -22,6 +22,14 @@ use crate::slot::Slot;
 use crate::tree::{Span, Tree};
 use crate::workers::Workers;
 
+/// A recorder's own decision, just logged: its expiry and its blocks (see
+/// [`Evictor::evict_worker`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fresh {
+    pub(crate) expiry: u64,
+    pub(crate) blocks: usize,
+}
+
 /// What an eviction touches: the tree, the registry (counts, per-slot logs, generations),
 /// the index-wide log (under a global cap), and the timers (for the rest of a partly
 /// evicted decision), if the index keeps timers.
@@ -59,12 +67,34 @@ impl Evictor<'_> {
     /// Evicts `slot`'s oldest decisions until it holds at most `cap` entries, `quota`
     /// entries are evicted, or its log is empty. A writer passes twice the entries it
     /// added as its quota: concurrent writers then cannot strip a worker of its newest
-    /// decisions by all evicting the same excess. Returns the entries evicted.
-    pub(crate) fn evict_worker(&self, slot: Slot, cap: usize, quota: usize) -> usize {
+    /// decisions by all evicting the same excess.
+    ///
+    /// A recorder passes its own decision as `fresh`: its blocks are evicted only as far
+    /// as they alone exceed the cap, and decisions logged after it (other threads') are
+    /// left to their own recorders. Without that, a recorder whose older decisions are
+    /// being walked by another thread (the sweeper expiring them, or a second recorder of
+    /// the worker) sees their entries still counted, finds those decisions already taken
+    /// from the log, and would evict its own fresh blocks instead: a worker would hold
+    /// less of the prompt it was just routed than its cap allows. When nothing else walks,
+    /// every older decision has been walked by the time the fresh one is reached, so the
+    /// worker's entries are the fresh decision's blocks and the bound is exact; except for
+    /// a worker that stores exact entries too (KV events), which count toward the cap but
+    /// are never evicted: for those the fresh decision gets no protection.
+    /// Returns the entries evicted.
+    pub(crate) fn evict_worker(
+        &self,
+        slot: Slot,
+        cap: usize,
+        quota: usize,
+        fresh: Option<Fresh>,
+    ) -> usize {
         let Some(log) = self.workers.log(slot) else {
             return 0;
         };
-        self.evict_from(log, quota, || {
+        let fresh = fresh
+            .filter(|_| !self.workers.had_exact(slot))
+            .map(|f| (f.expiry, f.blocks.saturating_sub(cap)));
+        self.evict_from(log, quota, fresh, || {
             self.workers.entries(slot).saturating_sub(cap)
         })
     }
@@ -76,7 +106,7 @@ impl Evictor<'_> {
         let Some(log) = self.global else {
             return 0;
         };
-        self.evict_from(log, quota, || {
+        self.evict_from(log, quota, None, || {
             self.workers
                 .tracked_total()
                 .unwrap_or(0)
@@ -84,30 +114,48 @@ impl Evictor<'_> {
         })
     }
 
-    fn evict_from(&self, log: &DecisionLog, quota: usize, excess: impl Fn() -> usize) -> usize {
+    /// The eviction loop. `fresh`: the caller's own decision's expiry and how many of its
+    /// blocks it may lose; decisions logged after it are not taken.
+    fn evict_from(
+        &self,
+        log: &DecisionLog,
+        quota: usize,
+        fresh: Option<(u64, usize)>,
+        excess: impl Fn() -> usize,
+    ) -> usize {
         let mut evicted = 0;
+        let mut spare = fresh.map_or(usize::MAX, |(_, spare)| spare);
         loop {
             // Read the count afresh: other threads evict concurrently.
             let excess = excess().min(quota - evicted);
             if excess == 0 {
                 return evicted;
             }
-            let Some(n) = self.evict_oldest(log, excess) else {
-                return evicted; // nothing approximate left to evict
+            // Later decisions are other threads' to enforce; the caller's own gives up
+            // at most its spare blocks.
+            let fresh_expiry = fresh.map_or(u64::MAX, |(expiry, _)| expiry);
+            let Some(decision) = log.pop_oldest_if(|d| {
+                d.expiry < fresh_expiry || (d.expiry == fresh_expiry && spare > 0)
+            }) else {
+                return evicted; // nothing (else) this caller may evict
             };
+            let own = fresh.is_some() && decision.expiry == fresh_expiry;
+            let n = self.evict(decision, if own { excess.min(spare) } else { excess });
+            if own {
+                spare -= n;
+            }
             evicted += n;
         }
     }
 
-    /// Evicts up to `budget` entries of the oldest decision in `log`. What a budget cut off
-    /// is logged again from the block the walk stopped at, in *every* log (the copies of
-    /// the decision in the other log start at its old leaf, which is gone, so their walks
-    /// would stop there), and gets a timer for the same reason. `None` if the log is empty.
-    fn evict_oldest(&self, log: &DecisionLog, budget: usize) -> Option<usize> {
-        let decision = log.pop_oldest()?;
+    /// Evicts up to `budget` entries of `decision` (popped from a log). What a budget cut
+    /// off is logged again from the block the walk stopped at, in *every* log (the copies
+    /// of the decision in the other log start at its old leaf, which is gone, so their
+    /// walks would stop there), and gets a timer for the same reason.
+    fn evict(&self, decision: Decision, budget: usize) -> usize {
         let Decision { slot, leaf, .. } = decision;
         if self.workers.generation(slot) != decision.generation {
-            return Some(0); // a removed registration's slot, serving another worker now
+            return 0; // a removed registration's slot, serving another worker now
         }
         let alive = self.workers.is_alive(slot);
         let walked = self.tree.walk(
@@ -117,6 +165,7 @@ impl Evictor<'_> {
             alive,
             budget,
             decision.span,
+            || self.workers.adjust_entries(slot, -1),
             self.guard,
         );
         if let (Some(rest), Span::Path) = (walked.resume, decision.span) {
@@ -131,8 +180,7 @@ impl Evictor<'_> {
                 timers.schedule(decision.expiry, Timer { leaf: rest, slot });
             }
         }
-        self.workers.adjust_entries(slot, -(walked.removed as i64));
-        Some(walked.removed)
+        walked.removed // uncounted by the walk, entry by entry
     }
 
     /// Drops logged decisions that need no eviction any more (superseded by a later

@@ -29,7 +29,7 @@ use crate::tree::{ReadAt, Span, Tree};
 use crate::workers::{Workers, Write};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
-use evict::Evictor;
+use evict::{Evictor, Fresh};
 
 /// TTLs at or beyond this (about 146 years) mean "never": approximate claims then never
 /// expire and no timers are kept. Their expiries are still `now + NEVER`, which orders
@@ -213,7 +213,14 @@ impl Engine {
         }
         if self.caps.any() {
             self.log(slot, (leaf, expiry, Span::Path), dated, &guard);
-            self.enforce_caps(slot, added, &guard);
+            // A decision from the past is evicted in its turn like any older one. Expiries
+            // name a worker's decisions (unique per slot) except once saturated at the
+            // end of time, where they stop telling the fresh one apart.
+            let fresh = (!dated && expiry != u64::MAX).then_some(Fresh {
+                expiry,
+                blocks: seq.len(),
+            });
+            self.enforce_caps(slot, added, fresh, &guard);
         }
         self.workers.end_write(slot, Write::Approx);
         self.help_sweep(now, added);
@@ -247,7 +254,9 @@ impl Engine {
     /// After `slot` gained `added` entries: while over a cap, evicts up to twice as many
     /// entries as were added, enough to drain leftovers of races, while concurrent writers
     /// cannot strip a worker by all evicting the same excess.
-    fn enforce_caps(&self, slot: Slot, added: usize, guard: &epoch::Guard) {
+    /// `fresh`: the caller's own decision, if it recorded one (see
+    /// [`Evictor::evict_worker`]).
+    fn enforce_caps(&self, slot: Slot, added: usize, fresh: Option<Fresh>, guard: &epoch::Guard) {
         if added == 0 {
             return;
         }
@@ -255,7 +264,7 @@ impl Engine {
         let quota = 2 * added;
         let mut evicted = 0;
         if let Some(cap) = self.caps.per_worker {
-            evicted += evictor.evict_worker(slot, cap, quota);
+            evicted += evictor.evict_worker(slot, cap, quota, fresh);
         }
         if let Some(cap) = self.caps.total {
             evicted += evictor.evict_total(cap, quota - evicted);

@@ -102,7 +102,7 @@ impl Engine {
             added_per_slot[at].1 += usize::from(added);
         }
         for (slot, added) in added_per_slot {
-            self.enforce_caps(slot, added, &guard);
+            self.enforce_caps(slot, added, None, &guard);
         }
         Ok(())
     }

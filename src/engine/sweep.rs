@@ -101,13 +101,18 @@ impl Engine {
             // A timer another sweeper found due may be walked by a thread whose clock
             // reading is a little older: the deadline has passed all the same.
             let threshold = now.max(deadline);
-            let walked =
-                self.tree
-                    .walk(leaf, slot, threshold, alive, usize::MAX, Span::Path, &guard);
-            if walked.removed > 0 {
-                self.workers.adjust_entries(slot, -(walked.removed as i64));
-                freed += walked.removed;
-            }
+            let uncount = || self.workers.adjust_entries(slot, -1);
+            let walked = self.tree.walk(
+                leaf,
+                slot,
+                threshold,
+                alive,
+                usize::MAX,
+                Span::Path,
+                uncount,
+                &guard,
+            );
+            freed += walked.removed;
         }
         // A batch retires hundreds of holder arrays; a pin collects only a few bags of
         // garbage now and then, so with many threads freeing at once the collector would

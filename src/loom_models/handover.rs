@@ -47,7 +47,7 @@ impl World {
         let batch = self.expiry.take_due(NOW, usize::MAX, true).expect("waits");
         for &(_, timer) in &batch.timers {
             self.fired.fetch_add(1, Ordering::Relaxed);
-            walk(&self.shard, timer.slot, NOW, true, &epoch::pin());
+            walk(&self.shard, timer.slot, NOW, true, || {}, &epoch::pin());
         }
         drop(batch);
         self.expiry.wait_for_batches(); // as `Engine::sweep`: batches others took too

@@ -16,6 +16,7 @@ mod find_vs_unlink;
 mod handover;
 mod record_vs_sweep;
 mod remove_vs_record;
+mod uncount_vs_recycle;
 mod watch;
 
 use crossbeam_epoch::Guard;
@@ -80,16 +81,25 @@ fn record(shard: &Shard, slot: Slot, expiry: u64, guard: &Guard) -> usize {
 /// `Tree::walk` for one block: under the write lock, remove `slot`'s entry if it expired
 /// by `threshold` (any entry of a dead slot), unlinking the node it leaves empty. Returns
 /// the entries removed (0 or 1).
-fn walk(shard: &Shard, slot: Slot, threshold: u64, alive: bool, guard: &Guard) -> usize {
+fn walk(
+    shard: &Shard,
+    slot: Slot,
+    threshold: u64,
+    alive: bool,
+    mut forget: impl FnMut(),
+    guard: &Guard,
+) -> usize {
     let mut node = shard.write().unwrap();
     let Some(n) = node.as_mut() else {
         return 0;
     };
-    // `tree::walk_decision` for claims without the exact bit.
+    // `tree::walk_decision` for claims without the exact bit; `forget` before a removal,
+    // as `Tree::walk` calls it.
     let decide = |c: Claim| {
         if alive && (c.expiry == 0 || c.expiry > threshold) {
             Settle::Keep
         } else {
+            forget();
             Settle::Remove
         }
     };

@@ -40,7 +40,7 @@ fn race(other_holder: bool) {
         };
         let sweeper = {
             let shard = Arc::clone(&shard);
-            thread::spawn(move || walk(&shard, WORKER, NOW, true, &crossbeam_epoch::pin()))
+            thread::spawn(move || walk(&shard, WORKER, NOW, true, || {}, &crossbeam_epoch::pin()))
         };
         let added = recorder.join().unwrap();
         let removed = sweeper.join().unwrap();

@@ -76,8 +76,17 @@ fn remove_races_record() {
         // The sweeper's walk (the slot's timer, or the purge of a dead slot).
         let guard = epoch::pin();
         let alive = workers.is_alive(slot);
-        let removed = walk(&shard, slot, NOW, alive, &guard);
-        workers.adjust_entries(slot, -(removed as i64));
+        // Uncounted just before the removal, as the engine's walks do: the count of the
+        // dead slot may reach zero while the entry is still there, and the reclaim
+        // (deferred on the epoch) still must not free the slot before it is gone.
+        walk(
+            &shard,
+            slot,
+            NOW,
+            alive,
+            || workers.adjust_entries(slot, -1),
+            &guard,
+        );
         drop(guard);
         let left = usize::from(shard.read().unwrap().is_some());
         assert_eq!(workers.entries(slot), left);

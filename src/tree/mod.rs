@@ -255,6 +255,13 @@ impl Tree {
     /// `docs/design.md` ("One timer per decision") for why everything above is covered by
     /// another pending walk. Also stops once `budget` entries are removed, returning the
     /// block to resume from, and after the first block if `span` is [`Span::Block`].
+    ///
+    /// Calls `forget` just *before* each entry is removed, with the shard's write lock
+    /// held: the caller uncounts the entry there, so a slot's count never overstates the
+    /// entries it holds while a walk runs (a writer of the same slot computing its excess
+    /// over a cap would otherwise evict blocks it need not). A dead slot's count may then
+    /// reach zero a moment before its last entry goes; its recycling waits for this
+    /// thread's pin (`docs/design.md`, "Epoch protocol").
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn walk(
         &self,
@@ -264,6 +271,7 @@ impl Tree {
         slot_alive: bool,
         budget: usize,
         span: Span,
+        mut forget: impl FnMut(),
         guard: &Guard,
     ) -> Walked {
         let mut removed = 0;
@@ -279,10 +287,14 @@ impl Tree {
                 break;
             };
             let (parent, depth) = (entry.get().parent, entry.get().depth);
-            let outcome =
-                entry
-                    .get_mut()
-                    .settle(slot, |c| walk_decision(c, threshold, slot_alive), guard);
+            let decide = |c| {
+                let settle = walk_decision(c, threshold, slot_alive);
+                if settle == Settle::Remove {
+                    forget();
+                }
+                settle
+            };
+            let outcome = entry.get_mut().settle(slot, decide, guard);
             if matches!(outcome, Outcome::Absent | Outcome::Kept) {
                 break;
             }

@@ -35,6 +35,13 @@ impl Workers {
         }
     }
 
+    /// Whether `slot` ever stored an exact entry (from a KV event) in this registration.
+    pub(crate) fn had_exact(&self, slot: Slot) -> bool {
+        self.slots
+            .get(slot)
+            .is_some_and(|i| i.had_exact.load(Ordering::Relaxed))
+    }
+
     fn queue_purge(&self, slot: Slot, info: &SlotInfo) {
         if !info.purge_pending.swap(true, Ordering::SeqCst) {
             self.to_purge.lock().push(slot);
