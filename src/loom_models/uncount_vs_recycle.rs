@@ -32,9 +32,10 @@ fn uncount_before_removal_races_recycling() {
         let slot = workers.resolve(7u64).unwrap();
         let shard = Arc::new(shard_with(slot, EXPIRY));
         workers.adjust_entries(slot, 1);
-        assert!(workers.remove(7)); // dead, one entry left: not recycled yet
-                                    // The recycler is the spawned thread, so that the broken ordering needs one
-                                    // preemption only (the walker stopped between its uncount and its removal).
+        // Dead, with one entry left: not recycled yet.
+        assert!(workers.remove(7));
+        // The recycler is the spawned thread, so that the broken ordering needs one
+        // preemption only (the walker stopped between its uncount and its removal).
         let recycler = {
             let (workers, shard) = (workers.clone(), Arc::clone(&shard));
             thread::spawn(move || {
