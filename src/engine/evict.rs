@@ -124,16 +124,15 @@ impl Evictor<'_> {
         excess: impl Fn() -> usize,
     ) -> usize {
         let mut evicted = 0;
-        let mut spare = fresh.map_or(usize::MAX, |(_, spare)| spare);
+        // Later decisions are other threads' to enforce; the caller's own gives up at most
+        // its spare blocks.
+        let (fresh_expiry, mut spare) = fresh.unwrap_or((u64::MAX, usize::MAX));
         loop {
             // Read the count afresh: other threads evict concurrently.
             let excess = excess().min(quota - evicted);
             if excess == 0 {
                 return evicted;
             }
-            // Later decisions are other threads' to enforce; the caller's own gives up
-            // at most its spare blocks.
-            let fresh_expiry = fresh.map_or(u64::MAX, |(expiry, _)| expiry);
             let Some(decision) = log.pop_oldest_if(|d| {
                 d.expiry < fresh_expiry || (d.expiry == fresh_expiry && spare > 0)
             }) else {
