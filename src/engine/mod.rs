@@ -287,7 +287,7 @@ impl Engine {
             evictions: self.evictions.sum(),
             rejected_events: self.rejected_events.sum(),
             pending_timers,
-            estimated_bytes: self.tree.estimated_bytes(nodes, entries)
+            estimated_bytes: self.tree.estimated_bytes()
                 + pending_timers * Expiry::BYTES_PER_TIMER
                 + logged * std::mem::size_of::<Decision>()
                 + self.workers.engine_hash_count() * 2 * std::mem::size_of::<u64>(),

@@ -55,9 +55,12 @@ fn record(shard: &Shard, slot: Slot, expiry: u64, guard: &Guard) -> usize {
     let refreshed = if cfg!(loom_break = "refresh_unlocked") {
         // Broken: the refresh runs after the read lock is dropped.
         let holders = shard.read().unwrap().as_ref().map(|n| n.holders(guard));
-        holders.and_then(|h| node::find(h, slot)).is_some_and(|h| {
-            h.raise(want);
-            true
+        // (An inline holder is a copy once the lock is dropped: raising it raises nothing.)
+        holders.is_some_and(|h| {
+            node::find(&h, slot).is_some_and(|h| {
+                h.raise(want);
+                true
+            })
         })
     } else {
         let node = shard.read().unwrap();
@@ -117,7 +120,7 @@ fn walk(
 /// before the read).
 fn claim_of(shard: &Shard, slot: Slot, guard: &Guard) -> Option<u64> {
     let holders = shard.read().unwrap().as_ref().map(|n| n.holders(guard))?;
-    node::find(holders, slot).map(|h| h.claim().expiry)
+    node::find(&holders, slot).map(|h| h.claim().expiry)
 }
 
 /// Runs `flushes` collections: each advances the global epoch at most once, and what a

@@ -12,7 +12,9 @@
 //!
 //! Can fail: with `--cfg loom_break="refresh_unlocked"` (the refresh runs after the read
 //! lock is dropped) loom finds the lost refresh: "the record's refresh was lost: claim
-//! None", both when the walk unlinks the node and when it copies the array.
+//! None", both when the walk unlinks the node (its one holder is inline, so the unlocked
+//! refresh raises a reader's copy) and when the walk takes the worker out of a two-holder
+//! array (the other holder moves inline, and the refresh raises the retired array).
 
 use loom::sync::Arc;
 use loom::thread;
@@ -65,7 +67,7 @@ fn record_races_walk_of_last_holder() {
     race(false);
 }
 
-/// The walk would remove one of two entries, copying the array.
+/// The walk would remove one of two entries, moving the other inline.
 #[test]
 fn record_races_walk_of_one_holder() {
     race(true);

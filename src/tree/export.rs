@@ -42,7 +42,7 @@ impl Tree {
     ) -> Vec<LiveEntry<W>> {
         let mut rows = Vec::new();
         for node in self.nodes.iter() {
-            for holder in node.holders(guard) {
+            for holder in node.holders(guard).iter() {
                 let c = holder.claim();
                 if !c.live(at.live) {
                     continue;

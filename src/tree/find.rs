@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use crossbeam_epoch::Guard;
 
-use super::{Holder, Tree};
+use super::{Holder, Holders, Tree};
 use crate::hash::SeqChain;
 use crate::scores::OverlapScores;
 use crate::slot::{Slot, SlotOwners};
@@ -98,7 +98,7 @@ impl Tree {
         let Scratch { active, seq } = scratch;
         // Block 0's sequence hash is its local hash.
         match self.nodes.get(&first.0) {
-            Some(node) => active.extend(live_workers(node.holders(guard), now, workers)),
+            Some(node) => active.extend(live_workers(&node.holders(guard), now, workers)),
             None => return,
         }
         if active.is_empty() {
@@ -108,13 +108,13 @@ impl Tree {
         out.tree_sizes.reserve(active.len());
         // Sequence hashes, computed only as far as a probe needs them.
         let mut chain = SeqChain::default();
-        let mut probe = |k: usize| -> &[Holder] {
+        let mut probe = |k: usize| -> Holders<'_> {
             while seq.len() <= k {
                 seq.push(chain.next(local[seq.len()]).0);
             }
             self.nodes
                 .get(&seq[k])
-                .map_or(&[][..], |node| node.holders(guard))
+                .map_or(Holders::NONE, |node| node.holders(guard))
         };
         // Every worker in `active` holds blocks 0..=lo. Holder sets shrink with depth
         // (`nested`), so the first block where some active worker is missing is found by
@@ -124,7 +124,7 @@ impl Tree {
         // settles it in one probe; otherwise it cost one scan and the hashes the gallop
         // would mostly compute anyway.
         let mut lo = 0;
-        if n > 1 && active.len() >= MANY_WORKERS && all_kept(active, probe(n - 1), now) {
+        if n > 1 && active.len() >= MANY_WORKERS && all_kept(active, &probe(n - 1), now) {
             lo = n - 1;
         }
         while !active.is_empty() && lo + 1 < n {
@@ -132,7 +132,7 @@ impl Tree {
             let mut hi = None;
             while lo + 1 < n {
                 let k = (lo + step).min(n - 1);
-                if all_kept(active, probe(k), now) {
+                if all_kept(active, &probe(k), now) {
                     lo = k;
                     step *= 2;
                 } else {
@@ -143,14 +143,14 @@ impl Tree {
             let Some(mut hi) = hi else { break };
             while hi - lo > 1 {
                 let mid = lo + (hi - lo) / 2;
-                if all_kept(active, probe(mid), now) {
+                if all_kept(active, &probe(mid), now) {
                     lo = mid;
                 } else {
                     hi = mid;
                 }
             }
             let depth = hi as u32;
-            retain_holders(active, probe(hi), now, |worker| report(out, worker, depth));
+            retain_holders(active, &probe(hi), now, |worker| report(out, worker, depth));
             lo = hi;
         }
         for &(_, worker) in active.iter() {
@@ -180,9 +180,9 @@ impl Tree {
                 break;
             };
             if i == 0 {
-                active.extend(live_workers(holders, now, workers));
+                active.extend(live_workers(&holders, now, workers));
             } else {
-                retain_holders(active, holders, now, |worker| report(out, worker, depth));
+                retain_holders(active, &holders, now, |worker| report(out, worker, depth));
             }
             if active.is_empty() {
                 break;

@@ -18,11 +18,12 @@ use dashmap::DashMap;
 
 use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
+use crate::stats::StripedCounter;
 use crate::{LocalBlockHash, SequenceHash};
 
 use claim::Claim;
 pub(crate) use export::{LiveEntry, ReadAt};
-pub(crate) use node::Holder;
+pub(crate) use node::{Holder, Holders};
 use node::{Node, Outcome, Settle};
 
 /// Shards of the node map: enough that writers on different prefixes rarely meet.
@@ -36,6 +37,9 @@ pub(crate) struct Tree {
     /// break it: KV events, restores, and decisions whose sequence hashes are not the
     /// chain of their local hashes.
     pub(crate) nested: std::sync::atomic::AtomicBool,
+    /// Heap bytes of the holder arrays (nodes with two or more holders), as a wrapping sum
+    /// of the changes that shape changes made ([`Tree::reshape`]).
+    array_bytes: StripedCounter,
 }
 
 /// One block to store: its hashes and the claim to raise (or add) for the slot.
@@ -64,6 +68,7 @@ impl Tree {
                 SHARDS,
             ),
             nested: std::sync::atomic::AtomicBool::new(true),
+            array_bytes: StripedCounter::default(),
         }
     }
 
@@ -75,7 +80,7 @@ impl Tree {
     /// `slot`'s claim on the block `seq`, if it holds one.
     pub(crate) fn claim_of(&self, seq: SequenceHash, slot: Slot, guard: &Guard) -> Option<Claim> {
         let holders = self.nodes.get(&seq.0).map(|n| n.holders(guard))?;
-        node::find(holders, slot).map(Holder::claim)
+        node::find(&holders, slot).map(Holder::claim)
     }
 
     /// Number of nodes (takes each shard's read lock in turn).
@@ -84,11 +89,24 @@ impl Tree {
     }
 
     /// An estimate of the heap bytes held: the map's buckets (key, inline node, control
-    /// byte) at their current capacity, plus each node's holder array (an 8-byte length
-    /// header and 16 bytes per entry, before allocator rounding).
-    pub(crate) fn estimated_bytes(&self, nodes: usize, entries: usize) -> usize {
+    /// byte) at their current capacity, plus the holder arrays of nodes held by two or more
+    /// slots (an 8-byte capacity header and 16 bytes per cell, before allocator rounding).
+    pub(crate) fn estimated_bytes(&self) -> usize {
         let bucket = std::mem::size_of::<(u64, Node)>() + 1;
-        self.nodes.capacity() * bucket + nodes * 8 + entries * std::mem::size_of::<Holder>()
+        self.nodes.capacity() * bucket + self.array_bytes.sum() as usize
+    }
+
+    /// Runs a change of `node`'s holders (the shard write lock held), keeping the count
+    /// of array bytes in step with the arrays it builds and retires.
+    fn reshape<R>(&self, node: &mut Node, guard: &Guard, change: impl FnOnce(&mut Node) -> R) -> R {
+        let before = node.array_bytes(guard);
+        let result = change(node);
+        let after = node.array_bytes(guard);
+        if after != before {
+            self.array_bytes
+                .add((after as u64).wrapping_sub(before as u64));
+        }
+        result
     }
 
     /// Records that `slot` holds every block of the prompt until `expiry`. Returns the
@@ -197,7 +215,9 @@ impl Tree {
         guard: &Guard,
     ) -> bool {
         match self.nodes.entry(seq.0) {
-            Entry::Occupied(mut o) => o.get_mut().upsert(slot, claim, guard),
+            Entry::Occupied(mut o) => {
+                self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard))
+            }
             Entry::Vacant(v) => {
                 v.insert(Node::new(parent, local, depth, slot, claim));
                 true
@@ -231,7 +251,9 @@ impl Tree {
                 continue;
             };
             let (parent, depth) = (entry.get().parent, entry.get().depth);
-            let outcome = entry.get_mut().settle(slot, |_| Settle::Remove, guard);
+            let outcome = self.reshape(entry.get_mut(), guard, |n| {
+                n.settle(slot, |_| Settle::Remove, guard)
+            });
             if let Outcome::Removed { was, .. } = outcome {
                 if was.expiry != 0 && depth > 0 {
                     anchors.push(Anchor {
@@ -294,7 +316,7 @@ impl Tree {
                 }
                 settle
             };
-            let outcome = entry.get_mut().settle(slot, decide, guard);
+            let outcome = self.reshape(entry.get_mut(), guard, |n| n.settle(slot, decide, guard));
             if matches!(outcome, Outcome::Absent | Outcome::Kept) {
                 break;
             }
@@ -327,7 +349,9 @@ impl Tree {
                 let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
                     break;
                 };
-                let outcome = entry.get_mut().settle(slot, |_| Settle::Remove, guard);
+                let outcome = self.reshape(entry.get_mut(), guard, |n| {
+                    n.settle(slot, |_| Settle::Remove, guard)
+                });
                 removed[i] += finish_removal(entry, outcome);
             }
         }
@@ -380,5 +404,47 @@ fn walk_decision(c: Claim, threshold: u64, slot_alive: bool) -> Settle {
         Settle::ClearApprox
     } else {
         Settle::Remove
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The array bytes follow the arrays: none while every block has one holder, one
+    /// array per block shared by two, none again once the second holder's walk ran.
+    #[test]
+    fn array_bytes_follow_the_nodes_that_need_an_array() {
+        let tree = Tree::new();
+        let guard = crossbeam_epoch::pin();
+        let local: Vec<LocalBlockHash> = (1..=6).map(LocalBlockHash).collect();
+        let seq = crate::compute_seq_hashes(&local);
+        let buckets = tree.estimated_bytes();
+        assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 6);
+        assert_eq!(tree.array_bytes.sum(), 0);
+        assert_eq!(tree.estimated_bytes(), tree.nodes.capacity() * 49);
+        // A second holder on the first four blocks: four arrays of two cells.
+        assert_eq!(
+            tree.record(2, (&local[..4], &seq[..4]), 50, true, &guard),
+            4
+        );
+        assert_eq!(tree.array_bytes.sum(), 4 * (8 + 2 * 16));
+        assert!(tree.estimated_bytes() >= buckets + 4 * 40);
+        // A third holder (appended) on two of them: their arrays are rebuilt for three.
+        assert_eq!(
+            tree.record(3, (&local[..2], &seq[..2]), 50, true, &guard),
+            2
+        );
+        assert_eq!(tree.array_bytes.sum(), 2 * 40 + 2 * (8 + 3 * 16));
+        // Slots 2 and 3 walked out: every node is back to one inline holder.
+        for slot in [2, 3] {
+            let leaf = seq[if slot == 2 { 3 } else { 1 }];
+            let walked = tree.walk(leaf, slot, 60, true, usize::MAX, Span::Path, || {}, &guard);
+            assert_eq!(walked.removed, if slot == 2 { 4 } else { 2 });
+        }
+        assert_eq!(tree.array_bytes.sum(), 0);
+        assert_eq!(tree.len(), 6);
+        assert!(tree.holds_live(seq[5], 1, 99, &guard));
+        assert!(!tree.holds_live(seq[0], 2, 0, &guard));
     }
 }

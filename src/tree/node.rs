@@ -1,6 +1,8 @@
 //! A tree node's payload: which worker slots hold the block, and until when.
 //!
-//! The holders are an array sorted by slot, published through a `crossbeam_epoch::Atomic`,
+//! A node held by one slot keeps its holder *inline* (`Node::sole`: no allocation, and a
+//! find reads it from the map's bucket, which the probe already brought into cache). Two or
+//! more holders are an array sorted by slot, published through a `crossbeam_epoch::Atomic`,
 //! with room for more: the node's `len` says how many of its cells are holders. Its *claim*
 //! fields (see `claim.rs`) are atomics that refreshers update in place; its *shape* (which
 //! slots are present) changes only under the node's map-shard write lock, in two ways: a
@@ -10,7 +12,9 @@
 //! Protocol (see `docs/design.md`, "Epoch protocol"):
 //! - readers (find, dump) copy the array pointer and `len` under the shard read lock, drop
 //!   the lock, and read those `len` holders under an epoch guard: a later append writes only
-//!   cells past them, and a later shape change publishes a new array;
+//!   cells past them, and a later shape change publishes a new array. An inline holder is
+//!   copied out under the lock instead ([`Holders::Sole`]): the bucket it lives in may move
+//!   once the lock is dropped;
 //! - refreshers update a claim atomically while holding the shard *read* lock, so a shape
 //!   change or walk (write lock) never runs concurrently and can never lose a refresh;
 //! - a shape change copies the current claims into a new array, publishes it, and
@@ -18,7 +22,7 @@
 
 use std::mem::MaybeUninit;
 
-use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+use crossbeam_epoch::{self as epoch, Guard, Owned, Pointer, Shared};
 
 use super::claim::Claim;
 use crate::slot::Slot;
@@ -49,6 +53,12 @@ impl Holder {
             exact: AtomicBool::new(claim.exact),
             expiry: AtomicU64::new(claim.expiry),
         }
+    }
+
+    /// A copy of this entry as it is now (for a reader that must let go of the original).
+    #[inline]
+    fn copied(&self) -> Self {
+        Self::new(self.slot(), self.claim())
     }
 
     /// The worker slot of this entry.
@@ -104,19 +114,63 @@ fn capacity_for(len: usize, appended: bool) -> usize {
     }
 }
 
-/// A radix-tree node, stored inline as the value of the node map (keyed by its sequence hash).
+/// A radix-tree node, stored inline as the value of the node map (keyed by its sequence
+/// hash): 40 bytes.
+///
+/// Its holders are in one of two places, told apart by `len`:
+/// - **inline** (`len` 1): `sole` is the holder (`len` 0 only between a walk removing the
+///   last holder and the caller unlinking the node, under the same write lock);
+/// - **array** (`len >= 2`): the first `len` cells of a published array, whose pointer
+///   (`Pointer::into_usize`) is kept in `sole.expiry`, the one word of `sole` that an
+///   array node does not need; `sole.slot` and `sole.exact` are then unused.
+///
+/// `len` and that word change only under the shard write lock, so a thread holding the
+/// lock always reads them as a pair; a refresher (read lock) writes `sole.expiry` only
+/// while `len` is 1.
 #[derive(Debug)]
 pub(crate) struct Node {
     /// The parent's sequence hash; meaningless when `depth == 0`.
     pub(crate) parent: SequenceHash,
     /// The hash of this block's tokens alone.
     pub(crate) local: LocalBlockHash,
+    /// The holder of a node held by one slot, or an array node's array pointer (see the
+    /// type's docs). Read only under the shard lock (readers copy an inline holder out).
+    sole: Holder,
     /// Position of the block in its prompt (0 for a first block).
     pub(crate) depth: u32,
-    /// How many leading cells of `holders` are holders (the rest are free room). Read and
-    /// written only under the shard lock, like the node itself.
+    /// How many holders the node has (array: its leading cells that are holders, the rest
+    /// being free room). Read and written only under the shard lock.
     len: u32,
-    holders: Atomic<HolderArray>,
+}
+
+// The layout the memory figures in `docs/design.md` assume.
+const _: () = assert!(std::mem::size_of::<Node>() == 40 || cfg!(loom));
+
+/// A reader's view of a node's holders, valid after the shard lock is dropped: a copy of
+/// an inline holder, or the published array's holders (kept alive by the epoch guard).
+#[derive(Debug)]
+pub(crate) enum Holders<'g> {
+    /// The node's one inline holder, copied out under the lock.
+    Sole(Holder),
+    /// Holders of a published array (or none).
+    Shared(&'g [Holder]),
+}
+
+impl Holders<'_> {
+    /// No holders (a missing node).
+    pub(crate) const NONE: Self = Holders::Shared(&[]);
+}
+
+impl std::ops::Deref for Holders<'_> {
+    type Target = [Holder];
+
+    #[inline]
+    fn deref(&self) -> &[Holder] {
+        match self {
+            Holders::Sole(holder) => std::slice::from_ref(holder),
+            Holders::Shared(holders) => holders,
+        }
+    }
 }
 
 /// Builds a published-ready array of `capacity` cells from `(slot, claim)` pairs already
@@ -145,11 +199,11 @@ fn as_holders<'g>(array: Shared<'g, HolderArray>, len: u32) -> &'g [Holder] {
     if array.is_null() {
         return &[];
     }
-    // SAFETY: a non-null pointer in `Node::holders` was made by `new_array`, which writes
-    // the node's `len` leading cells (it asserts the count) before the array is published;
+    // SAFETY: a node's array (`Node::array`) was made by `new_array`, which writes the
+    // node's `len` leading cells (it asserts the count) before the array is published;
     // `Node::upsert` writes cell `len` before counting it; `len` and the pointer are read
     // together under the shard lock that every change to them holds, so the first `len`
-    // cells are initialised (`Node::holders` clamps `len` to the capacity as well).
+    // cells are initialised (`len` is clamped to the capacity here as well).
     // `MaybeUninit<Holder>` has the layout of `Holder`. Cells below `len` are never
     // written again except through their atomics. The array is freed only through
     // `defer_destroy` after it has been unlinked, so it outlives the guard `'g` that the
@@ -198,18 +252,79 @@ impl Node {
         Self {
             parent,
             local,
+            sole: Holder::new(slot, claim),
             depth,
             len: 1,
-            holders: Atomic::from(new_array(1, 1, std::iter::once((slot, claim)))),
         }
     }
 
-    /// The holders, sorted by slot. Call it under the shard lock (which `&self` through
-    /// the map means); the caller may drop the lock afterwards: the slice stays valid, and
-    /// unchanged in shape, for `'g`.
+    /// The published array, if the node has one (`len >= 2`). Under the shard lock.
     #[inline]
-    pub(crate) fn holders<'g>(&self, guard: &'g Guard) -> &'g [Holder] {
-        as_holders(self.holders.load(Ordering::Acquire, guard), self.len)
+    fn array<'g>(&self, _guard: &'g Guard) -> Option<Shared<'g, HolderArray>> {
+        if self.len < 2 {
+            return None;
+        }
+        let word = self.sole.expiry.load(Ordering::Acquire) as usize;
+        // SAFETY: with `len >= 2`, `sole.expiry` holds what `Owned::into_usize` gave for
+        // the array this node published (`set_array`; `len` and the word change together
+        // under the write lock, and the caller holds the lock, so it reads them as a pair).
+        // The array is retired only through `defer_destroy` once the node no longer points
+        // at it, so it stays allocated for as long as `_guard` is pinned, which bounds `'g`.
+        Some(unsafe { Shared::from_usize(word) })
+    }
+
+    /// Publishes `new` (of `len` holders) as the node's array and retires the array it
+    /// replaces, if any. `&mut self`: the write lock.
+    fn set_array(&mut self, new: Owned<HolderArray>, len: usize, guard: &Guard) {
+        debug_assert!(len >= 2);
+        let old = self.array(guard);
+        self.sole
+            .expiry
+            .store(new.into_usize() as u64, Ordering::Release);
+        self.len = len as u32;
+        retire(old, guard);
+    }
+
+    /// Makes `(slot, claim)` the node's inline holder, retiring its array if it had one.
+    /// `&mut self`: the write lock.
+    fn set_sole(&mut self, (slot, claim): (Slot, Claim), guard: &Guard) {
+        let old = self.array(guard);
+        self.sole = Holder::new(slot, claim);
+        self.len = 1;
+        retire(old, guard);
+    }
+
+    /// The heap bytes of the node's holder array (its capacity header and cells; 0 when
+    /// its holder is inline). Under the shard lock.
+    pub(crate) fn array_bytes(&self, guard: &Guard) -> usize {
+        self.array(guard).map_or(0, |array| {
+            // SAFETY: the node's published array, alive while `guard` is pinned (`array`).
+            let cells = unsafe { array.deref() }.len();
+            std::mem::size_of::<usize>() + cells * std::mem::size_of::<Holder>()
+        })
+    }
+
+    /// The holders, sorted by slot. Call it under the shard lock (which `&self` through
+    /// the map means); the caller may drop the lock afterwards: the view stays valid, and
+    /// unchanged in shape, for `'g` (an inline holder is copied; array cells are shared,
+    /// so later refreshes of their claims show through).
+    #[inline]
+    pub(crate) fn holders<'g>(&self, guard: &'g Guard) -> Holders<'g> {
+        match self.array(guard) {
+            Some(array) => Holders::Shared(as_holders(array, self.len)),
+            None if self.len == 1 => Holders::Sole(self.sole.copied()),
+            None => Holders::NONE,
+        }
+    }
+
+    /// The holders in place, for use while the shard lock is held: `&self` through the
+    /// map is the read lock (claims may be raised through them), `&mut self` the write lock.
+    #[inline]
+    fn in_place<'a>(&'a self, guard: &'a Guard) -> &'a [Holder] {
+        match self.array(guard) {
+            Some(array) => as_holders(array, self.len),
+            None => &std::slice::from_ref(&self.sole)[..self.len as usize],
+        }
     }
 
     /// Raises `slot`'s claim in place to include `want`. Returns false if the slot is not
@@ -218,7 +333,7 @@ impl Node {
     /// a claim this update is about to raise).
     #[inline]
     pub(crate) fn update_claim(&self, slot: Slot, want: Claim, guard: &Guard) -> bool {
-        match find(self.holders(guard), slot) {
+        match find(self.in_place(guard), slot) {
             Some(holder) => {
                 holder.raise(want);
                 true
@@ -230,8 +345,7 @@ impl Node {
     /// Raises `slot`'s claim to include `want`, adding the slot with claim `want` if it is
     /// not a holder. Returns true if an entry was added. `&mut self`: the shard write lock.
     pub(crate) fn upsert(&mut self, slot: Slot, want: Claim, guard: &Guard) -> bool {
-        let old = self.holders.load(Ordering::Acquire, guard);
-        let current = as_holders(old, self.len);
+        let current = self.in_place(guard);
         // A slot above the last holder (a new worker) needs no search at all.
         let at = match current.last() {
             Some(last) if last.slot() >= slot => {
@@ -246,28 +360,39 @@ impl Node {
             _ => current.len(),
         };
         let appended = at == current.len();
-        if appended && !old.is_null() {
-            // SAFETY: `old` is this node's published array, alive for `'g` (see
-            // `as_holders`).
-            let cells = unsafe { old.deref() };
-            if current.len() < cells.len() {
-                let cell = cells[current.len()].as_ptr().cast_mut();
-                // SAFETY: cell `len` is past every holder a reader can see: readers read
-                // `len` under the shard lock, which we hold exclusively (`&mut self`), so a
-                // reader still holding a slice of this array saw at most `len` cells and
-                // never reads this one; removals always build a new array, so no reader of
-                // this array ever saw a holder in this cell. Each field is an atomic, so the
-                // cell's bytes that we write lie inside `UnsafeCell`s, which a shared view
-                // of the array permits writing through a raw pointer; we write field by
-                // field, never the padding.
-                unsafe {
-                    std::ptr::addr_of_mut!((*cell).slot).write(AtomicU32::new(slot));
-                    std::ptr::addr_of_mut!((*cell).exact).write(AtomicBool::new(want.exact));
-                    std::ptr::addr_of_mut!((*cell).expiry).write(AtomicU64::new(want.expiry));
-                }
-                self.len += 1;
+        match (current.len(), self.array(guard)) {
+            // Emptied by a walk and not yet unlinked (the caller unlinks it under this
+            // lock, so this is defensive): the slot becomes the inline holder.
+            (0, _) => {
+                self.set_sole((slot, want), guard);
                 return true;
             }
+            // An array with a free cell past its holders takes an appended slot in place.
+            (held, Some(array)) if appended => {
+                // SAFETY: `array` is this node's published array, alive for the guard (see
+                // `array`).
+                let cells = unsafe { array.deref() };
+                if held < cells.len() {
+                    let cell = cells[held].as_ptr().cast_mut();
+                    // SAFETY: cell `len` is past every holder a reader can see: readers
+                    // read `len` under the shard lock, which we hold exclusively (`&mut
+                    // self`), so a reader still holding a slice of this array saw at most
+                    // `len` cells and never reads this one; removals always build a new
+                    // array, so no reader of this array ever saw a holder in this cell.
+                    // Each field is an atomic, so the cell's bytes that we write lie inside
+                    // `UnsafeCell`s, which a shared view of the array permits writing
+                    // through a raw pointer; we write field by field, never the padding.
+                    unsafe {
+                        std::ptr::addr_of_mut!((*cell).slot).write(AtomicU32::new(slot));
+                        std::ptr::addr_of_mut!((*cell).exact).write(AtomicBool::new(want.exact));
+                        std::ptr::addr_of_mut!((*cell).expiry).write(AtomicU64::new(want.expiry));
+                    }
+                    self.len += 1;
+                    return true;
+                }
+            }
+            // An inline holder has no free cell: a second holder always builds an array.
+            _ => {}
         }
         let len = current.len() + 1;
         let pairs = current[..at]
@@ -275,26 +400,21 @@ impl Node {
             .map(snapshot)
             .chain(std::iter::once((slot, want)))
             .chain(current[at..].iter().map(snapshot));
-        self.replace(
-            old,
-            new_array(len, capacity_for(len, appended), pairs),
-            guard,
-        );
-        self.len = len as u32;
+        let array = new_array(len, capacity_for(len, appended), pairs);
+        self.set_array(array, len, guard);
         true
     }
 
     /// Keeps, changes or removes `slot`'s entry as `decide` says given its current claim.
     /// `&mut self`: the shard write lock. On `Removed { last: true }` the caller must
-    /// unlink the node while still holding it (the node's array is already retired).
+    /// unlink the node while still holding it.
     pub(crate) fn settle(
         &mut self,
         slot: Slot,
         decide: impl FnOnce(Claim) -> Settle,
         guard: &Guard,
     ) -> Outcome {
-        let old = self.holders.load(Ordering::Acquire, guard);
-        let current = as_holders(old, self.len);
+        let current = self.in_place(guard);
         let Ok(at) = current.binary_search_by_key(&slot, |h| h.slot()) else {
             return Outcome::Absent;
         };
@@ -307,9 +427,17 @@ impl Node {
                 Outcome::Cleared
             }
             Settle::Remove if current.len() == 1 => {
-                self.replace(old, Shared::null(), guard);
+                // The inline holder (an array has two or more).
                 self.len = 0;
                 Outcome::Removed { was, last: true }
+            }
+            Settle::Remove if current.len() == 2 => {
+                // Back inline: the other holder moves into `sole` (no reader sees `sole`
+                // outside the lock we hold exclusively) and the array is retired, so a
+                // reader still holding it reads it whole.
+                let kept = snapshot(&current[1 - at]);
+                self.set_sole(kept, guard);
+                Outcome::Removed { was, last: false }
             }
             Settle::Remove if cfg!(loom_break = "remove_in_place") && at + 1 == current.len() => {
                 // Broken (loom model `append_vs_find`): the last cell is dropped from
@@ -322,43 +450,40 @@ impl Node {
                 // the removed cell, which a later append would then overwrite.
                 let len = current.len() - 1;
                 let pairs = current[..at].iter().chain(&current[at + 1..]).map(snapshot);
-                self.replace(old, new_array(len, len, pairs), guard);
-                self.len = len as u32;
+                let array = new_array(len, len, pairs);
+                self.set_array(array, len, guard);
                 Outcome::Removed { was, last: false }
             }
         }
     }
-
-    /// Publishes `new` in place of `old` and retires `old`. `&mut self`: the write lock.
-    fn replace<'g>(
-        &mut self,
-        old: Shared<'g, HolderArray>,
-        new: impl epoch::Pointer<HolderArray>,
-        guard: &'g Guard,
-    ) {
-        self.holders.store(new, Ordering::Release);
-        retire(old, guard);
-    }
 }
 
 /// Hands an array that is no longer reachable from its node to the epoch collector.
-fn retire(old: Shared<'_, HolderArray>, guard: &Guard) {
-    if !old.is_null() {
-        // SAFETY: `old` is no longer published (its node now points elsewhere, or the node
-        // itself is gone from the map), so no new reader can load it; readers that loaded
-        // it before are pinned, and `defer_destroy` frees it only after they unpin.
+fn retire(old: Option<Shared<'_, HolderArray>>, guard: &Guard) {
+    if let Some(old) = old {
+        if cfg!(loom_break = "free_at_once") {
+            // Broken (loom model `find_vs_unlink`): freed while a reader may still read it.
+            // SAFETY: none; this is the deliberately broken variant.
+            drop(unsafe { old.into_owned() });
+            return;
+        }
+        // SAFETY: `old` is no longer published (its node now holds another array or an
+        // inline holder, or the node itself is gone from the map), so no new reader can
+        // load it; readers that loaded it before are pinned, and `defer_destroy` frees it
+        // only after they unpin.
         unsafe { guard.defer_destroy(old) };
     }
 }
 
 impl Drop for Node {
     fn drop(&mut self) {
-        // A node leaves the map under the shard write lock, usually after `settle` already
-        // retired its array (leaving null). If it still has one (the whole map is dropped,
-        // or a node replaced), a reader that copied the pointer before may still be
-        // reading it, so it is retired through the collector like any other.
+        // A node leaves the map under the shard write lock, usually after `settle` emptied
+        // it. If it still has an array (the whole map is dropped, or a node replaced), a
+        // reader that copied the pointer before may still be reading it, so it is retired
+        // through the collector like any other.
         let guard = epoch::pin();
-        let array = self.holders.swap(Shared::null(), Ordering::AcqRel, &guard);
+        let array = self.array(&guard);
+        self.len = 0;
         retire(array, &guard);
     }
 }
@@ -486,6 +611,79 @@ mod tests {
             node.holders(&guard).last().map(Holder::claim),
             Some(Claim::approx(30))
         );
+    }
+
+    #[test]
+    fn one_holder_stays_inline_and_two_make_an_array() {
+        let guard = epoch::pin();
+        let mut node = node(5, Claim::approx(100));
+        assert!(node.array(&guard).is_none());
+        assert!(matches!(node.holders(&guard), Holders::Sole(_)));
+        // A refresh raises the inline claim in place; a view copied before keeps its own.
+        let before = node.holders(&guard);
+        assert!(node.update_claim(5, Claim::approx(150), &guard));
+        assert!(
+            !node.upsert(5, Claim::EXACT, &guard),
+            "a raise adds nothing"
+        );
+        assert_eq!(before[0].claim(), Claim::approx(100));
+        let raised = Claim::EXACT.merged(Claim::approx(150));
+        assert_eq!(node.holders(&guard)[0].claim(), raised);
+        // A second holder (below or above) builds an array that keeps the first's claim.
+        assert!(node.upsert(2, Claim::approx(7), &guard));
+        let array = node.holders(&guard);
+        assert!(matches!(array, Holders::Shared(_)));
+        assert_eq!(
+            array.iter().map(snapshot).collect::<Vec<_>>(),
+            [(2, Claim::approx(7)), (5, raised)]
+        );
+        // Removing either of two goes back inline; the array a reader holds stays whole.
+        assert_eq!(
+            node.settle(2, |_| Settle::Remove, &guard),
+            Outcome::Removed {
+                was: Claim::approx(7),
+                last: false
+            }
+        );
+        assert!(node.array(&guard).is_none());
+        assert_eq!(array.len(), 2);
+        assert_eq!(array[1].claim(), raised);
+        assert_eq!(
+            node.holders(&guard)
+                .iter()
+                .map(snapshot)
+                .collect::<Vec<_>>(),
+            [(5, raised)]
+        );
+        let mut other = node_with(&[3, 4], &guard);
+        assert!(matches!(
+            other.settle(4, |_| Settle::Remove, &guard),
+            Outcome::Removed { last: false, .. }
+        ));
+        assert_eq!(
+            other
+                .holders(&guard)
+                .iter()
+                .map(Holder::slot)
+                .collect::<Vec<_>>(),
+            [3]
+        );
+        // The inline holder is cleared and removed like a cell.
+        assert_eq!(
+            node.settle(5, |_| Settle::ClearApprox, &guard),
+            Outcome::Cleared
+        );
+        assert_eq!(node.holders(&guard)[0].claim(), Claim::EXACT);
+        assert_eq!(node.settle(9, |_| Settle::Remove, &guard), Outcome::Absent);
+        assert_eq!(
+            node.settle(5, |_| Settle::Remove, &guard),
+            Outcome::Removed {
+                was: Claim::EXACT,
+                last: true
+            }
+        );
+        assert!(node.holders(&guard).is_empty());
+        assert!(!node.update_claim(5, Claim::approx(1), &guard));
     }
 
     fn node_with(slots: &[Slot], guard: &Guard) -> Node {
