@@ -13,6 +13,7 @@ use crate::hash::{compute_block_hash_for_seq_salted, compute_seq_hashes, HashSal
 use crate::scores::OverlapScores;
 use crate::sharing::{Action, Replication};
 use crate::stats::IndexStats;
+use crate::tree::Query;
 use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 
 /// An approximate index of which worker probably caches which prompt prefix, learned from
@@ -342,7 +343,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         let block_size = self.inner.block_size;
         let mut find = |local: &mut Vec<LocalBlockHash>| {
             crate::hash::block_hashes_into(tokens, block_size, salt, local);
-            self.inner.find_into(local, out);
+            self.inner.find_into(Query::Local(local), out);
         };
         let reused = LOCAL
             .try_with(|cell| {
@@ -366,7 +367,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// ```
     pub fn find_matches(&self, local: &[LocalBlockHash]) -> OverlapScores<W> {
         let mut out = OverlapScores::default();
-        self.inner.find_into(local, &mut out);
+        self.inner.find_into(Query::Local(local), &mut out);
         out
     }
 
@@ -388,7 +389,44 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// # assert!(found.scores.is_empty() && found.tree_sizes.is_empty());
     /// ```
     pub fn find_matches_into(&self, local: &[LocalBlockHash], out: &mut OverlapScores<W>) {
-        self.inner.find_into(local, out);
+        self.inner.find_into(Query::Local(local), out);
+    }
+
+    /// As [`find_matches`](Self::find_matches), from the query's *sequence* hashes (what
+    /// [`compute_seq_hashes`](crate::compute_seq_hashes) makes of its local hashes): for a
+    /// router that hashes a prompt once and passes the same hashes to the find and to
+    /// [`process_routing_decision`](Self::process_routing_decision), so the find chains
+    /// nothing. Given `compute_seq_hashes(local)`, the answer is `find_matches(local)`'s.
+    ///
+    /// ```
+    /// # use approx_kv_index::*;
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4, 5, 6], 2);
+    /// let seq = compute_seq_hashes(&local);
+    /// index.process_routing_decision(7, &local[..2], &seq[..2]).unwrap();
+    /// let found = index.find_matches_by_sequence(&seq);
+    /// assert_eq!(found.scores[&7], 2);
+    /// assert_eq!(found, index.find_matches(&local));
+    /// ```
+    pub fn find_matches_by_sequence(&self, seq: &[SequenceHash]) -> OverlapScores<W> {
+        let mut out = OverlapScores::default();
+        self.inner.find_into(Query::Seq(seq), &mut out);
+        out
+    }
+
+    /// As [`find_matches_by_sequence`](Self::find_matches_by_sequence), into `out`
+    /// (cleared first, then filled; see [`find_matches_into`](Self::find_matches_into)).
+    ///
+    /// ```
+    /// # use approx_kv_index::*;
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// let seq = compute_seq_hashes(&compute_block_hash_for_seq(&[1, 2, 3, 4], 2));
+    /// let mut found = OverlapScores::default();
+    /// index.find_matches_by_sequence_into(&seq, &mut found);
+    /// assert!(found.scores.is_empty());
+    /// ```
+    pub fn find_matches_by_sequence_into(&self, seq: &[SequenceHash], out: &mut OverlapScores<W>) {
+        self.inner.find_into(Query::Seq(seq), out);
     }
 
     /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is

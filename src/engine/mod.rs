@@ -25,7 +25,7 @@ use crate::expiry::{Expiry, Timer};
 use crate::scores::OverlapScores;
 use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
-use crate::tree::{ReadAt, Span, Tree};
+use crate::tree::{Query, ReadAt, Span, Tree};
 use crate::workers::{Workers, Write};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
@@ -129,15 +129,11 @@ impl Engine {
         (!self.never).then_some(&self.expiry)
     }
 
-    pub(crate) fn find_into<W: WorkerKey>(
-        &self,
-        local: &[LocalBlockHash],
-        out: &mut OverlapScores<W>,
-    ) {
+    pub(crate) fn find_into<W: WorkerKey>(&self, query: Query<'_>, out: &mut OverlapScores<W>) {
         self.finds.add(1);
         let guard = epoch::pin();
         let now = self.read_time(self.now());
-        self.tree.find_into(local, now, &*self.workers, &guard, out);
+        self.tree.find_into(query, now, &*self.workers, &guard, out);
     }
 
     pub(crate) fn dump<W: WorkerKey>(&self) -> Vec<crate::RouterEvent<W>> {

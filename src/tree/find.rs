@@ -15,7 +15,7 @@ use super::{Holder, Holders, Tree};
 use crate::hash::SeqChain;
 use crate::scores::OverlapScores;
 use crate::slot::{Slot, SlotOwners};
-use crate::{LocalBlockHash, WorkerKey, WorkerWithDpRank};
+use crate::{LocalBlockHash, SequenceHash, WorkerKey, WorkerWithDpRank};
 
 /// From this many workers on the first block on, a nested find tries the last block first.
 const MANY_WORKERS: usize = 64;
@@ -27,7 +27,7 @@ struct Scratch {
     /// Workers holding every block so far, sorted by slot, with their entry counts (read
     /// with their liveness, in one lookup of the slot).
     active: Vec<(Slot, Active)>,
-    /// Sequence hashes of the query, as far as probes needed them.
+    /// Sequence hashes of a query of local hashes, as far as probes needed them.
     seq: Vec<u64>,
 }
 
@@ -59,12 +59,45 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     }
 }
 
+/// A find's query: its blocks' local hashes (the find chains them into sequence hashes as
+/// far as its probes need), or their sequence hashes, computed once by the caller.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Query<'a> {
+    /// Local hashes, chained here.
+    Local(&'a [LocalBlockHash]),
+    /// Sequence hashes, probed as they are.
+    Seq(&'a [SequenceHash]),
+}
+
+impl Query<'_> {
+    fn len(self) -> usize {
+        match self {
+            Query::Local(local) => local.len(),
+            Query::Seq(seq) => seq.len(),
+        }
+    }
+
+    /// The node key of block `k`, chaining local hashes into `chained` as far as needed.
+    #[inline]
+    fn key(self, k: usize, chain: &mut SeqChain, chained: &mut Vec<u64>) -> u64 {
+        match self {
+            Query::Seq(seq) => seq[k].0,
+            Query::Local(local) => {
+                while chained.len() <= k {
+                    chained.push(chain.next(local[chained.len()]).0);
+                }
+                chained[k]
+            }
+        }
+    }
+}
+
 impl Tree {
-    /// For each live worker, the length of the leading run of `local` blocks it holds at
-    /// `now`, written into `out` (cleared first; its maps keep their capacity).
+    /// For each live worker, the length of the leading run of the query's blocks it holds
+    /// at `now`, written into `out` (cleared first; its maps keep their capacity).
     pub(crate) fn find_into<W: WorkerKey>(
         &self,
-        local: &[LocalBlockHash],
+        query: Query<'_>,
         now: u64,
         workers: &impl SlotOwners,
         guard: &Guard,
@@ -74,9 +107,9 @@ impl Tree {
         out.tree_sizes.clear();
         with_scratch(|scratch| {
             if self.nested.load(std::sync::atomic::Ordering::Relaxed) {
-                self.find_nested(local, now, workers, guard, scratch, out);
+                self.find_nested(query, now, workers, guard, scratch, out);
             } else {
-                self.find_walk(local, now, workers, guard, scratch, out);
+                self.find_walk(query, now, workers, guard, scratch, out);
             }
         });
     }
@@ -84,20 +117,22 @@ impl Tree {
     /// The galloping find, for nested holder sets.
     fn find_nested<W: WorkerKey>(
         &self,
-        local: &[LocalBlockHash],
+        query: Query<'_>,
         now: u64,
         workers: &impl SlotOwners,
         guard: &Guard,
         scratch: &mut Scratch,
         out: &mut OverlapScores<W>,
     ) {
-        let n = local.len();
-        let Some(&first) = local.first() else {
+        let n = query.len();
+        if n == 0 {
             return;
-        };
+        }
         let Scratch { active, seq } = scratch;
-        // Block 0's sequence hash is its local hash.
-        match self.nodes.get(&first.0) {
+        // Sequence hashes, computed only as far as a probe needs them (block 0's is its
+        // local hash).
+        let mut chain = SeqChain::default();
+        match self.nodes.get(&query.key(0, &mut chain, seq)) {
             Some(node) => active.extend(live_workers(&node.holders(guard), now, workers)),
             None => return,
         }
@@ -106,14 +141,9 @@ impl Tree {
         }
         out.scores.reserve(active.len());
         out.tree_sizes.reserve(active.len());
-        // Sequence hashes, computed only as far as a probe needs them.
-        let mut chain = SeqChain::default();
         let mut probe = |k: usize| -> Holders<'_> {
-            while seq.len() <= k {
-                seq.push(chain.next(local[seq.len()]).0);
-            }
             self.nodes
-                .get(&seq[k])
+                .get(&query.key(k, &mut chain, seq))
                 .map_or(Holders::NONE, |node| node.holders(guard))
         };
         // Every worker in `active` holds blocks 0..=lo. Holder sets shrink with depth
@@ -161,7 +191,7 @@ impl Tree {
     /// The block-by-block walk, for when holder sets may not be nested.
     fn find_walk<W: WorkerKey>(
         &self,
-        local: &[LocalBlockHash],
+        query: Query<'_>,
         now: u64,
         workers: &impl SlotOwners,
         guard: &Guard,
@@ -169,11 +199,11 @@ impl Tree {
         out: &mut OverlapScores<W>,
     ) {
         // Workers still matching every block so far, sorted by slot.
-        let active = &mut scratch.active;
+        let Scratch { active, seq } = scratch;
         let mut chain = SeqChain::default();
         let mut depth = 0u32;
-        for (i, &block) in local.iter().enumerate() {
-            let key = chain.next(block).0;
+        for i in 0..query.len() {
+            let key = query.key(i, &mut chain, seq);
             // The shard read lock lives only for this statement: the slice stays valid
             // through the epoch guard.
             let Some(holders) = self.nodes.get(&key).map(|n| n.holders(guard)) else {

@@ -23,6 +23,7 @@ use crate::{LocalBlockHash, SequenceHash};
 
 use claim::Claim;
 pub(crate) use export::{LiveEntry, ReadAt};
+pub(crate) use find::Query;
 pub(crate) use node::{Holder, Holders};
 use node::{Node, Outcome, Settle};
 

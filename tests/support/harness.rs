@@ -271,8 +271,11 @@ impl Harness {
                 self.check_find(&local, got);
             }
             Op::FindHashes { local } => {
-                self.finds += 1;
+                // From local hashes, and from their sequence hashes: both equal the model.
+                self.finds += 2;
                 self.check_find(local, self.index.find_matches(local));
+                let seq = compute_seq_hashes(local);
+                self.check_find(local, self.index.find_matches_by_sequence(&seq));
             }
             Op::RemoveWorker(worker) => {
                 self.index.remove_worker(*worker);

@@ -84,12 +84,14 @@ impl Subject for Ours {
         h.0.len()
     }
     async fn find(&self, h: &Self::Hashes, overlap: &mut [u32; WORKERS]) {
-        // The allocation-free form, as SMG's `score_into`: one reused answer per thread.
+        // The allocation-free form, as SMG's `score_into`: one reused answer per thread;
+        // from the sequence hashes the router computed once (hashing counts them), which
+        // the record takes too.
         thread_local! {
             static FOUND: std::cell::RefCell<OverlapScores> = Default::default();
         }
         FOUND.with_borrow_mut(|found| {
-            self.0.find_matches_into(&h.0, found);
+            self.0.find_matches_by_sequence_into(&h.1, found);
             for (&w, &s) in &found.scores {
                 overlap[w as usize % WORKERS] = s;
             }
