@@ -168,21 +168,21 @@ impl Tree {
         let mut added = 0;
         let mut parent = parent;
         let mut depth = parent.map_or(0, |p| self.depth_below(p));
-        // Once a block is missing, its descendants in this chain were missing too (unless a
-        // concurrent record races us, which the write-locked path handles): skip the
-        // read-locked probe so that a new block costs one map insert. The same holds from
-        // the start for a slot that held nothing.
+        // Once a block is missing, or the slot does not hold it, its descendants in this
+        // chain are missing for the slot too (holder sets shrink with depth; a concurrent
+        // record racing us, or entries of KV events that break the nesting, are handled by
+        // the write-locked path, which raises an entry it finds): skip the read-locked
+        // probe so that a new entry costs one map probe, not two. The same holds from the
+        // start for a slot that held nothing.
         let mut past_the_known_prefix = holds_none;
         for Block { local, seq, claim } in blocks {
             // In place under the shard read lock: one probe, one atomic.
             let done = !past_the_known_prefix
-                && match self.nodes.get(&seq.0) {
-                    Some(node) => node.update_claim(slot, claim, guard),
-                    None => {
-                        past_the_known_prefix = true;
-                        false
-                    }
-                };
+                && self
+                    .nodes
+                    .get(&seq.0)
+                    .is_some_and(|node| node.update_claim(slot, claim, guard));
+            past_the_known_prefix |= !done;
             if !done {
                 let parent_hash = parent.unwrap_or_default();
                 added += usize::from(self.upsert_locked(

@@ -481,6 +481,9 @@ impl Drop for Node {
         // it. If it still has an array (the whole map is dropped, or a node replaced), a
         // reader that copied the pointer before may still be reading it, so it is retired
         // through the collector like any other.
+        if self.len < 2 {
+            return; // inline: nothing on the heap, no pin needed
+        }
         let guard = epoch::pin();
         let array = self.array(&guard);
         self.len = 0;
