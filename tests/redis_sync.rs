@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::replication::redis::{RedisConfig, RedisSync, Retention};
+use approx_kv_index::replication::redis::{RedisConfig, RedisSync, RedisSyncError, Retention};
 use approx_kv_index::replication::{Action, Decision};
 use approx_kv_index::{ApproxKvIndexer, LocalBlockHash};
 use redis_server::{eventually, holds, prompt, sharing_index, RedisServer, DEADLINE};
@@ -256,6 +256,32 @@ fn trimming_bounds_the_stream() {
         "{}",
         xlen(&mut conn, "bytime")
     );
+}
+
+#[test]
+fn delete_stream_empties_the_stream_and_says_when_the_server_is_down() {
+    let Some(mut server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let config = RedisConfig::new(server.url()).stream("deleted");
+    let sync = RedisSync::start(sharing_index(1), config.clone()).unwrap();
+    for n in 0..10 {
+        sync.index()
+            .process_routing_decision_for_request(&prompt(1, n), 1);
+    }
+    assert!(eventually(|| sync.stats().published == 10));
+    sync.shutdown();
+    let exists = |conn: &mut redis::Connection| -> bool {
+        redis::cmd("EXISTS").arg("deleted").query(conn).unwrap()
+    };
+    assert!(exists(&mut server.connection()));
+    config.delete_stream().unwrap();
+    assert!(!exists(&mut server.connection()));
+    config.delete_stream().unwrap(); // nothing left to delete: still fine
+    server.kill();
+    let down = config.delete_stream().unwrap_err();
+    assert!(matches!(down, RedisSyncError::Server(_)), "{down}");
+    assert!(down.to_string().starts_with("Redis server: "), "{down}");
 }
 
 #[test]

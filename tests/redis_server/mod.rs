@@ -6,8 +6,11 @@
 //! `APPROX_KV_REQUIRE_REDIS=1` (set by `.ci/run`), which makes them fail instead.
 //!
 //! [`RedisServer::start_tls`] starts one that listens only for TLS (`rediss://`), with the
-//! certificates of a directory (see `tests/redis_tls.rs`).
+//! certificates of a directory (`certs.rs`).
 #![allow(dead_code)]
+
+#[cfg(feature = "redis-tls")]
+pub mod certs;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

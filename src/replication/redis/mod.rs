@@ -159,6 +159,38 @@ impl RedisConfig {
         self.tls.client_auth = Some((cert_pem.into(), key_pem.into()));
         self
     }
+
+    /// A client for the configured server, with its TLS settings (feature `redis-tls`).
+    fn client(&self) -> Result<redis::Client, RedisSyncError> {
+        #[cfg(not(feature = "redis-tls"))]
+        return redis::Client::open(self.url.as_str()).map_err(RedisSyncError::Url);
+        #[cfg(feature = "redis-tls")]
+        tls::client(&self.url, &self.tls)
+    }
+
+    /// Deletes the configured stream on the server (`DEL`), with every decision it retains:
+    /// for a test or a tool that starts its replicas from an empty stream. Connects once,
+    /// waiting at most `connect_timeout` for the server, as the transport's threads would
+    /// (same URL, password and TLS settings).
+    ///
+    /// ```no_run
+    /// use approx_kv_index::replication::redis::RedisConfig;
+    /// RedisConfig::new("redis://127.0.0.1:6379").stream("my-run").delete_stream()?;
+    /// # Ok::<(), approx_kv_index::replication::redis::RedisSyncError>(())
+    /// ```
+    pub fn delete_stream(&self) -> Result<(), RedisSyncError> {
+        let mut conn = self
+            .client()?
+            .get_connection_with_timeout(self.connect_timeout)
+            .map_err(RedisSyncError::Server)?;
+        conn.set_read_timeout(Some(self.connect_timeout))
+            .and_then(|()| conn.set_write_timeout(Some(self.connect_timeout)))
+            .map_err(RedisSyncError::Server)?;
+        redis::cmd("DEL")
+            .arg(&self.stream)
+            .query::<()>(&mut conn)
+            .map_err(RedisSyncError::Server)
+    }
 }
 
 /// Counters of a [`RedisSync`] and of its index's sharing.
@@ -196,6 +228,9 @@ pub enum RedisSyncError {
     Config(&'static str),
     /// A thread could not be spawned.
     Spawn(std::io::Error),
+    /// The server could not be reached, or refused a command
+    /// ([`RedisConfig::delete_stream`]; the transport itself retries instead).
+    Server(redis::RedisError),
     /// The TLS settings are unusable: a PEM that holds no certificate or key or does not
     /// parse, a key that does not match its certificate, certificates with a URL that is not
     /// `rediss://` (feature `redis-tls`).
@@ -209,6 +244,7 @@ impl std::fmt::Display for RedisSyncError {
             Self::Url(e) => write!(f, "bad Redis URL: {e}"),
             Self::Config(what) => write!(f, "bad Redis sync setting: {what}"),
             Self::Spawn(e) => write!(f, "cannot spawn a Redis sync thread: {e}"),
+            Self::Server(e) => write!(f, "Redis server: {e}"),
             #[cfg(feature = "redis-tls")]
             Self::Tls(e) => write!(f, "bad Redis TLS setting: {e}"),
         }
@@ -250,10 +286,7 @@ impl<W: WorkerKey> RedisSync<W> {
         if config.batch == 0 {
             return Err(RedisSyncError::Config("batch must be at least 1"));
         }
-        #[cfg(not(feature = "redis-tls"))]
-        let client = redis::Client::open(config.url.as_str()).map_err(RedisSyncError::Url)?;
-        #[cfg(feature = "redis-tls")]
-        let client = tls::client(&config.url, &config.tls)?;
+        let client = config.client()?;
         let ttl = index.inner.ttl_nanos;
         config.retention.get_or_insert(if ttl >= NEVER {
             Retention::MaxLen(DEFAULT_MAX_LEN)

@@ -110,6 +110,11 @@ pub struct Cli {
         help_heading = "Replicas"
     )]
     sync_delay: u64,
+    /// PEM file of the root certificate(s) that a rediss:// server is verified against (a
+    /// private CA; default: the system's roots). Needs --sync rediss://... and a build
+    /// with --features redis-tls
+    #[arg(long, value_name = "PEM", help_heading = "Replicas")]
+    sync_tls_ca: Option<PathBuf>,
 
     /// Replay only the first N requests
     #[arg(long, value_name = "N", value_parser = positive::<usize>, help_heading = "Replay")]
@@ -217,6 +222,18 @@ pub struct Options {
     pub progress: When,
 }
 
+impl Cli {
+    /// What clap cannot check alone: options that only some `--sync` modes take.
+    pub fn check(self) -> Result<Self, String> {
+        if self.sync_tls_ca.is_some()
+            && !matches!(&self.sync, SyncMode::Redis(url) if url.starts_with("rediss://"))
+        {
+            return Err("error: --sync-tls-ca needs --sync rediss://HOST:PORT (see --help)".into());
+        }
+        Ok(self)
+    }
+}
+
 impl From<Cli> for Options {
     fn from(c: Cli) -> Self {
         let root = repo_root();
@@ -250,7 +267,10 @@ impl From<Cli> for Options {
                 SyncMode::Memory => Sharing::Memory {
                     delay: Duration::from_millis(c.sync_delay),
                 },
-                SyncMode::Redis(url) => Sharing::Redis { url },
+                SyncMode::Redis(url) => Sharing::Redis {
+                    url,
+                    tls_ca: c.sync_tls_ca,
+                },
             },
             limit: c.limit,
             skip_bad_lines: c.skip_bad_lines,
@@ -346,8 +366,9 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Options, String> {
         Cli::try_parse_from(std::iter::once("approx-kv-replay").chain(args.iter().copied()))
+            .map_err(|e| approx_kv_tools::cli::one_line(&e))?
+            .check()
             .map(Options::from)
-            .map_err(|e| approx_kv_tools::cli::one_line(&e))
     }
 
     #[test]
@@ -388,7 +409,16 @@ mod tests {
         assert_eq!(
             o.sharing,
             Sharing::Redis {
-                url: "redis://127.0.0.1:6379".into()
+                url: "redis://127.0.0.1:6379".into(),
+                tls_ca: None,
+            }
+        );
+        let o = parse(&["--sync", "rediss://h:1", "--sync-tls-ca", "ca.crt"]).unwrap();
+        assert_eq!(
+            o.sharing,
+            Sharing::Redis {
+                url: "rediss://h:1".into(),
+                tls_ca: Some("ca.crt".into()),
             }
         );
     }
@@ -405,6 +435,11 @@ mod tests {
             (
                 &["--sync", "tcp://x"],
                 "not none, memory or redis://HOST:PORT",
+            ),
+            (&["--sync-tls-ca", "ca.crt"], "needs --sync rediss://"),
+            (
+                &["--sync", "redis://h:1", "--sync-tls-ca", "ca.crt"],
+                "needs --sync rediss://",
             ),
         ] {
             let e = parse(args).unwrap_err();

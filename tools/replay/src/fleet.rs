@@ -31,8 +31,10 @@ pub enum Sharing {
     },
     /// Through the Redis server at this URL.
     Redis {
-        /// `redis://HOST:PORT`.
+        /// `redis://HOST:PORT` or `rediss://HOST:PORT`.
         url: String,
+        /// PEM file of the root certificate(s) a `rediss://` server is verified against.
+        tls_ca: Option<std::path::PathBuf>,
     },
 }
 
@@ -128,7 +130,12 @@ impl Replicas {
             .collect();
         #[cfg(feature = "redis")]
         let redis = match &fleet.sharing {
-            Sharing::Redis { url } => Some(crate::redis_sync::start(&indexes, url, tag)?),
+            Sharing::Redis { url, tls_ca } => Some(crate::redis_sync::start(
+                &indexes,
+                url,
+                tls_ca.as_deref(),
+                tag,
+            )?),
             _ => None,
         };
         #[cfg(not(feature = "redis"))]

@@ -36,7 +36,14 @@ use policy::{Balance, Policy};
 const CAPACITY_TTL: Duration = Duration::MAX;
 
 fn main() -> ExitCode {
-    let opts = Options::from(approx_kv_tools::cli::parse::<args::Cli>());
+    let cli = match approx_kv_tools::cli::parse::<args::Cli>().check() {
+        Ok(cli) => cli,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(approx_kv_tools::cli::USAGE as u8);
+        }
+    };
+    let opts = Options::from(cli);
     match run(&opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -2,6 +2,7 @@
 //! `redis`): one [`RedisSync`] per replica on a stream of the run's own, deleted at the
 //! end of the run.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,26 +12,69 @@ use approx_kv_index::ApproxKvIndexer;
 /// The transports of a run's replicas; dropping it stops them and deletes the stream.
 pub struct Synced {
     syncs: Vec<RedisSync>,
-    url: String,
-    stream: String,
+    /// Boxed: a run's router holds this, and the config is large.
+    config: Box<RedisConfig>,
 }
 
-/// Starts one transport per index on stream `approx-kv-replay:PID:TAG`, emptied first.
-pub fn start(indexes: &[Arc<ApproxKvIndexer>], url: &str, tag: &str) -> Result<Synced, String> {
+/// Starts one transport per index on stream `approx-kv-replay:PID:TAG`, emptied first,
+/// verifying a `rediss://` server against the root certificates in `tls_ca` if given
+/// (feature `redis-tls`).
+pub fn start(
+    indexes: &[Arc<ApproxKvIndexer>],
+    url: &str,
+    tls_ca: Option<&Path>,
+    tag: &str,
+) -> Result<Synced, String> {
     let stream = format!("approx-kv-replay:{}:{tag}", std::process::id());
-    delete(url, &stream)?;
+    let config = with_ca(RedisConfig::new(url).stream(stream), tls_ca)?;
+    let shown = without_password(url);
+    config
+        .delete_stream()
+        .map_err(|e| format!("cannot reset the stream at {shown}: {e}"))?;
     let syncs = indexes
         .iter()
         .map(|index| {
-            RedisSync::start(Arc::clone(index), RedisConfig::new(url).stream(&stream))
-                .map_err(|e| format!("cannot sync through {url}: {e}"))
+            RedisSync::start(Arc::clone(index), config.clone())
+                .map_err(|e| format!("cannot sync through {shown}: {e}"))
         })
         .collect::<Result<_, _>>()?;
     Ok(Synced {
         syncs,
-        url: url.into(),
-        stream,
+        config: Box::new(config),
     })
+}
+
+/// `url` with its credentials (anything between `://` and `@`) hidden, for messages.
+fn without_password(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// `config`, trusting the private CA in the PEM file `tls_ca` if one is given.
+#[cfg(feature = "redis-tls")]
+fn with_ca(config: RedisConfig, tls_ca: Option<&Path>) -> Result<RedisConfig, String> {
+    let Some(path) = tls_ca else {
+        return Ok(config);
+    };
+    let pem = std::fs::read(path)
+        .map_err(|e| format!("cannot read --sync-tls-ca {}: {e}", path.display()))?;
+    Ok(config.tls_root_cert(pem))
+}
+
+/// Without TLS support, a CA is an error that says how to get it.
+#[cfg(not(feature = "redis-tls"))]
+fn with_ca(config: RedisConfig, tls_ca: Option<&Path>) -> Result<RedisConfig, String> {
+    match tls_ca {
+        None => Ok(config),
+        Some(_) => Err(
+            "--sync-tls-ca: this build has no TLS support; build with `--features redis-tls`"
+                .into(),
+        ),
+    }
 }
 
 impl Drop for Synced {
@@ -38,18 +82,8 @@ impl Drop for Synced {
         for sync in &self.syncs {
             sync.shutdown();
         }
-        let _ = delete(&self.url, &self.stream);
+        let _ = self.config.delete_stream();
     }
-}
-
-fn delete(url: &str, stream: &str) -> Result<(), String> {
-    let mut conn = redis::Client::open(url)
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
-        .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
-    redis::cmd("DEL")
-        .arg(stream)
-        .query::<()>(&mut conn)
-        .map_err(|e| format!("cannot reset the stream {stream}: {e}"))
 }
 
 /// Waits (at most `limit`) until each index has received every decision the others
@@ -87,4 +121,18 @@ pub fn note(synced: &Synced) -> String {
         worst(|s| s.lag_p50).as_secs_f64() * 1e3,
         worst(|s| s.lag_p99).as_secs_f64() * 1e3,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn messages_hide_the_password() {
+        use super::without_password as shown;
+        assert_eq!(
+            shown("rediss://:pw@127.0.0.1:6379"),
+            "rediss://***@127.0.0.1:6379"
+        );
+        assert_eq!(shown("redis://user:p@ss@h:1/0"), "redis://***@h:1/0");
+        assert_eq!(shown("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
 }

@@ -412,3 +412,80 @@ fn redis_sync_without_the_feature_says_how_to_get_it() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--features redis"), "{}", stderr(&o));
 }
+
+/// The private `redis-server` of the library's Redis tests, with its throwaway certificates.
+#[cfg(feature = "redis-tls")]
+#[path = "../../../tests/redis_server/mod.rs"]
+mod redis_server;
+
+/// `--sync rediss://...` with `--sync-tls-ca`: two replicas share their decisions through a
+/// server that listens only for TLS, verified against a private CA, with a password; without
+/// the CA the server cannot be verified, and the run stops at once with one line saying so.
+#[cfg(feature = "redis-tls")]
+#[test]
+fn replicas_sync_through_a_tls_server_with_a_private_ca() {
+    let Some(certs) = redis_server::certs::Certs::make() else {
+        return;
+    };
+    let server = redis_server::RedisServer::start_tls(certs.dir(), &["--requirepass", "pw"])
+        .expect("redis-server starts");
+    let dir = scratch("tls");
+    let trace = write_trace(&dir, &CHAT);
+    let url = server.url();
+    let ca = certs.path("ca.crt");
+    let mut args = vec![
+        trace.to_str().unwrap(),
+        "--policies",
+        "approx-capacity",
+        "--replicas",
+        "2",
+        "--sync",
+        &url,
+        "--sync-tls-ca",
+        ca.to_str().unwrap(),
+    ];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    row(&out, "approx-capacity, 2 replicas synced (redis)");
+    assert!(out.contains("decisions published"), "{out}");
+    assert!(out.contains(" 0 rejected"), "{out}");
+
+    // The system's roots do not hold the test CA: no connection, one line, status 1.
+    let without_ca: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| *a != "--sync-tls-ca" && *a != ca.to_str().unwrap())
+        .collect();
+    let o = run(&without_ca);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("cannot reset the stream") && err.lines().count() == 1,
+        "{err}"
+    );
+    // The message names the server, not its password.
+    assert!(
+        !err.contains("pw@") && err.contains("rediss://***@127.0.0.1:"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_ca_without_a_tls_url_is_a_usage_error() {
+    let o = run(&[
+        "--sync",
+        "redis://127.0.0.1:1",
+        "--sync-tls-ca",
+        "ca.crt",
+        "--no-plot",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("needs --sync rediss://"),
+        "{}",
+        stderr(&o)
+    );
+}
