@@ -333,6 +333,14 @@ impl Node {
     /// a claim this update is about to raise).
     #[inline]
     pub(crate) fn update_claim(&self, slot: Slot, want: Claim, guard: &Guard) -> bool {
+        if self.len == 1 {
+            // Inline, the common case: no array to look at.
+            let held = self.sole.slot() == slot;
+            if held {
+                self.sole.raise(want);
+            }
+            return held;
+        }
         match find(self.in_place(guard), slot) {
             Some(holder) => {
                 holder.raise(want);
