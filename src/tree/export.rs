@@ -49,7 +49,7 @@ impl Tree {
                 }
                 if let Some(worker) = workers.alive::<W>(holder.slot()) {
                     rows.push(LiveEntry {
-                        depth: node.depth,
+                        depth: node.depth(),
                         worker,
                         seq: SequenceHash(*node.key()),
                         parent: node.parent,

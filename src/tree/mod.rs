@@ -231,7 +231,7 @@ impl Tree {
     fn depth_below(&self, parent: SequenceHash) -> u32 {
         self.nodes
             .get(&parent.0)
-            .map_or(1, |n| n.depth.saturating_add(1))
+            .map_or(1, |n| n.depth().saturating_add(1))
     }
 
     /// Removes `slot`'s entries on the given blocks, exact and approximate claims alike,
@@ -251,7 +251,7 @@ impl Tree {
             let Entry::Occupied(mut entry) = self.nodes.entry(seq.0) else {
                 continue;
             };
-            let (parent, depth) = (entry.get().parent, entry.get().depth);
+            let (parent, depth) = (entry.get().parent, entry.get().depth());
             let outcome = self.reshape(entry.get_mut(), guard, |n| {
                 n.settle(slot, |_| Settle::Remove, guard)
             });
@@ -309,7 +309,7 @@ impl Tree {
             let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
                 break;
             };
-            let (parent, depth) = (entry.get().parent, entry.get().depth);
+            let (parent, depth) = (entry.get().parent, entry.get().depth());
             let decide = |c| {
                 let settle = walk_decision(c, threshold, slot_alive);
                 if settle == Settle::Remove {
@@ -423,7 +423,7 @@ mod tests {
         let buckets = tree.estimated_bytes();
         assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 6);
         assert_eq!(tree.array_bytes.sum(), 0);
-        assert_eq!(tree.estimated_bytes(), tree.nodes.capacity() * 49);
+        assert_eq!(tree.estimated_bytes(), tree.nodes.capacity() * (8 + 32 + 1));
         // A second holder on the first four blocks: four arrays of two cells.
         assert_eq!(
             tree.record(2, (&local[..4], &seq[..4]), 50, true, &guard),

@@ -1,7 +1,8 @@
 //! A tree node's payload: which worker slots hold the block, and until when.
 //!
-//! A node held by one slot keeps its holder *inline* (`Node::sole`: no allocation, and a
-//! find reads it from the map's bucket, which the probe already brought into cache). Two or
+//! A node held by one slot keeps its holder *inline*, in the node's own fields (no
+//! allocation, and a find reads it from the map's bucket, which the probe already brought
+//! into cache). Two or
 //! more holders are an array sorted by slot, published through a `crossbeam_epoch::Atomic`,
 //! with room for more: the node's `len` says how many of its cells are holders. Its *claim*
 //! fields (see `claim.rs`) are atomics that refreshers update in place; its *shape* (which
@@ -53,12 +54,6 @@ impl Holder {
             exact: AtomicBool::new(claim.exact),
             expiry: AtomicU64::new(claim.expiry),
         }
-    }
-
-    /// A copy of this entry as it is now (for a reader that must let go of the original).
-    #[inline]
-    fn copied(&self) -> Self {
-        Self::new(self.slot(), self.claim())
     }
 
     /// The worker slot of this entry.
@@ -115,36 +110,47 @@ fn capacity_for(len: usize, appended: bool) -> usize {
 }
 
 /// A radix-tree node, stored inline as the value of the node map (keyed by its sequence
-/// hash): 40 bytes.
+/// hash): 32 bytes.
 ///
-/// Its holders are in one of two places, told apart by `len`:
-/// - **inline** (`len` 1): `sole` is the holder (`len` 0 only between a walk removing the
-///   last holder and the caller unlinking the node, under the same write lock);
-/// - **array** (`len >= 2`): the first `len` cells of a published array, whose pointer
-///   (`Pointer::into_usize`) is kept in `sole.expiry`, the one word of `sole` that an
-///   array node does not need; `sole.slot` and `sole.exact` are then unused.
+/// Its holders are in one of two places, told apart by the `ARRAY` flag of `meta`:
+/// - **inline** (flag clear): one holder, whose slot is `slot_or_len`, whose approximate
+///   expiry is `word` and whose exact flag is `meta`'s `EXACT` bit; or none, for the moment
+///   between a walk removing the last holder and the caller unlinking the node under the
+///   same write lock (`EMPTY`);
+/// - **array** (flag set): the first `slot_or_len` cells (two or more) of a published array,
+///   whose pointer (`Pointer::into_usize`) is `word`.
 ///
-/// `len` and that word change only under the shard write lock, so a thread holding the
-/// lock always reads them as a pair; a refresher (read lock) writes `sole.expiry` only
-/// while `len` is 1.
+/// The flags, `slot_or_len` and (in array form) `word` change only under the shard write
+/// lock, so whoever holds the lock reads them as a pair. A refresher (read lock) changes
+/// only an inline holder's claim in place: `word` by an atomic max, `EXACT` by an atomic or.
 #[derive(Debug)]
 pub(crate) struct Node {
-    /// The parent's sequence hash; meaningless when `depth == 0`.
+    /// The parent's sequence hash; meaningless when `depth() == 0`.
     pub(crate) parent: SequenceHash,
     /// The hash of this block's tokens alone.
     pub(crate) local: LocalBlockHash,
-    /// The holder of a node held by one slot, or an array node's array pointer (see the
-    /// type's docs). Read only under the shard lock (readers copy an inline holder out).
-    sole: Holder,
-    /// Position of the block in its prompt (0 for a first block).
-    pub(crate) depth: u32,
-    /// How many holders the node has (array: its leading cells that are holders, the rest
-    /// being free room). Read and written only under the shard lock.
-    len: u32,
+    /// Inline: the holder's approximate expiry (0: none). Array: the array's pointer.
+    word: AtomicU64,
+    /// Inline: the holder's slot. Array: how many leading cells are holders (the rest are
+    /// free room).
+    slot_or_len: u32,
+    /// The position of the block in its prompt (the low 29 bits, saturating at
+    /// [`MAX_DEPTH`]) and the flags `EXACT`, `ARRAY` and `EMPTY`.
+    meta: AtomicU32,
 }
 
+/// The inline holder's exact flag (a KV event stored the block).
+const EXACT: u32 = 1 << 31;
+/// The holders are in an array.
+const ARRAY: u32 = 1 << 30;
+/// The node has no holder (inline form only; it is about to be unlinked).
+const EMPTY: u32 = 1 << 29;
+/// The deepest position a node records: deeper blocks (of a prompt of more than 2^29 - 1
+/// blocks) all read as this depth, which matters only for the order of dumps among them.
+pub(crate) const MAX_DEPTH: u32 = EMPTY - 1;
+
 // The layout the memory figures in `docs/design.md` assume.
-const _: () = assert!(std::mem::size_of::<Node>() == 40 || cfg!(loom));
+const _: () = assert!(std::mem::size_of::<Node>() == 32 || cfg!(loom));
 
 /// A reader's view of a node's holders, valid after the shard lock is dropped: a copy of
 /// an inline holder, or the published array's holders (kept alive by the epoch guard).
@@ -252,25 +258,56 @@ impl Node {
         Self {
             parent,
             local,
-            sole: Holder::new(slot, claim),
-            depth,
-            len: 1,
+            word: AtomicU64::new(claim.expiry),
+            slot_or_len: slot,
+            meta: AtomicU32::new(depth.min(MAX_DEPTH) | if claim.exact { EXACT } else { 0 }),
         }
     }
 
-    /// The published array, if the node has one (`len >= 2`). Under the shard lock.
+    /// Position of the block in its prompt (0 for a first block), at most [`MAX_DEPTH`].
+    #[inline]
+    pub(crate) fn depth(&self) -> u32 {
+        self.meta.load(Ordering::Relaxed) & MAX_DEPTH
+    }
+
+    /// The published array, if the node has one. Under the shard lock.
     #[inline]
     fn array<'g>(&self, _guard: &'g Guard) -> Option<Shared<'g, HolderArray>> {
-        if self.len < 2 {
+        if self.meta.load(Ordering::Acquire) & ARRAY == 0 {
             return None;
         }
-        let word = self.sole.expiry.load(Ordering::Acquire) as usize;
-        // SAFETY: with `len >= 2`, `sole.expiry` holds what `Owned::into_usize` gave for
-        // the array this node published (`set_array`; `len` and the word change together
-        // under the write lock, and the caller holds the lock, so it reads them as a pair).
-        // The array is retired only through `defer_destroy` once the node no longer points
-        // at it, so it stays allocated for as long as `_guard` is pinned, which bounds `'g`.
+        let word = self.word.load(Ordering::Acquire) as usize;
+        // SAFETY: with `ARRAY` set, `word` holds what `Owned::into_usize` gave for the array
+        // this node published (`set_array`; the flag and the word change together under the
+        // write lock, and the caller holds the lock, so it reads them as a pair). The array
+        // is retired only through `defer_destroy` once the node no longer points at it, so
+        // it stays allocated for as long as `_guard` is pinned, which bounds `'g`.
         Some(unsafe { Shared::from_usize(word) })
+    }
+
+    /// The inline holder, as a value, if the node has one. Under the shard lock.
+    #[inline]
+    fn sole(&self) -> Option<(Slot, Claim)> {
+        let meta = self.meta.load(Ordering::Acquire);
+        (meta & (ARRAY | EMPTY) == 0).then(|| {
+            let claim = Claim {
+                exact: meta & EXACT != 0,
+                expiry: self.word.load(Ordering::Acquire),
+            };
+            (self.slot_or_len, claim)
+        })
+    }
+
+    /// Raises the inline holder's claim to include `want`, writing nothing when it already
+    /// does (as [`Holder::raise`]). Under the shard lock, inline form only.
+    #[inline]
+    fn raise_sole(&self, want: Claim) {
+        if want.exact && self.meta.load(Ordering::Acquire) & EXACT == 0 {
+            self.meta.fetch_or(EXACT, Ordering::AcqRel);
+        }
+        if want.expiry > self.word.load(Ordering::Acquire) {
+            self.word.fetch_max(want.expiry, Ordering::AcqRel);
+        }
     }
 
     /// Publishes `new` (of `len` holders) as the node's array and retires the array it
@@ -278,10 +315,9 @@ impl Node {
     fn set_array(&mut self, new: Owned<HolderArray>, len: usize, guard: &Guard) {
         debug_assert!(len >= 2);
         let old = self.array(guard);
-        self.sole
-            .expiry
-            .store(new.into_usize() as u64, Ordering::Release);
-        self.len = len as u32;
+        self.word.store(new.into_usize() as u64, Ordering::Release);
+        self.slot_or_len = len as u32;
+        self.meta.store(self.depth() | ARRAY, Ordering::Release);
         retire(old, guard);
     }
 
@@ -289,8 +325,10 @@ impl Node {
     /// `&mut self`: the write lock.
     fn set_sole(&mut self, (slot, claim): (Slot, Claim), guard: &Guard) {
         let old = self.array(guard);
-        self.sole = Holder::new(slot, claim);
-        self.len = 1;
+        self.word.store(claim.expiry, Ordering::Release);
+        self.slot_or_len = slot;
+        let exact = if claim.exact { EXACT } else { 0 };
+        self.meta.store(self.depth() | exact, Ordering::Release);
         retire(old, guard);
     }
 
@@ -311,19 +349,11 @@ impl Node {
     #[inline]
     pub(crate) fn holders<'g>(&self, guard: &'g Guard) -> Holders<'g> {
         match self.array(guard) {
-            Some(array) => Holders::Shared(as_holders(array, self.len)),
-            None if self.len == 1 => Holders::Sole(self.sole.copied()),
-            None => Holders::NONE,
-        }
-    }
-
-    /// The holders in place, for use while the shard lock is held: `&self` through the
-    /// map is the read lock (claims may be raised through them), `&mut self` the write lock.
-    #[inline]
-    fn in_place<'a>(&'a self, guard: &'a Guard) -> &'a [Holder] {
-        match self.array(guard) {
-            Some(array) => as_holders(array, self.len),
-            None => &std::slice::from_ref(&self.sole)[..self.len as usize],
+            Some(array) => Holders::Shared(as_holders(array, self.slot_or_len)),
+            None => match self.sole() {
+                Some((slot, claim)) => Holders::Sole(Holder::new(slot, claim)),
+                None => Holders::NONE,
+            },
         }
     }
 
@@ -333,15 +363,14 @@ impl Node {
     /// a claim this update is about to raise).
     #[inline]
     pub(crate) fn update_claim(&self, slot: Slot, want: Claim, guard: &Guard) -> bool {
-        if self.len == 1 {
-            // Inline, the common case: no array to look at.
-            let held = self.sole.slot() == slot;
+        let Some(array) = self.array(guard) else {
+            let held = self.sole().is_some_and(|(s, _)| s == slot);
             if held {
-                self.sole.raise(want);
+                self.raise_sole(want);
             }
             return held;
-        }
-        match find(self.in_place(guard), slot) {
+        };
+        match find(as_holders(array, self.slot_or_len), slot) {
             Some(holder) => {
                 holder.raise(want);
                 true
@@ -353,7 +382,33 @@ impl Node {
     /// Raises `slot`'s claim to include `want`, adding the slot with claim `want` if it is
     /// not a holder. Returns true if an entry was added. `&mut self`: the shard write lock.
     pub(crate) fn upsert(&mut self, slot: Slot, want: Claim, guard: &Guard) -> bool {
-        let current = self.in_place(guard);
+        let Some(array) = self.array(guard) else {
+            return match self.sole() {
+                // Emptied by a walk and not yet unlinked (the caller unlinks it under this
+                // lock, so this is defensive): the slot becomes the inline holder.
+                None => {
+                    self.set_sole((slot, want), guard);
+                    true
+                }
+                Some((held, _)) if held == slot => {
+                    self.raise_sole(want);
+                    false
+                }
+                // A second holder: an array of two, in slot order.
+                Some(sole) => {
+                    let new = (slot, want);
+                    let pairs = if slot > sole.0 {
+                        [sole, new]
+                    } else {
+                        [new, sole]
+                    };
+                    let array = new_array(2, capacity_for(2, slot > sole.0), pairs.into_iter());
+                    self.set_array(array, 2, guard);
+                    true
+                }
+            };
+        };
+        let current = as_holders(array, self.slot_or_len);
         // A slot above the last holder (a new worker) needs no search at all.
         let at = match current.last() {
             Some(last) if last.slot() >= slot => {
@@ -368,39 +423,28 @@ impl Node {
             _ => current.len(),
         };
         let appended = at == current.len();
-        match (current.len(), self.array(guard)) {
-            // Emptied by a walk and not yet unlinked (the caller unlinks it under this
-            // lock, so this is defensive): the slot becomes the inline holder.
-            (0, _) => {
-                self.set_sole((slot, want), guard);
+        if appended {
+            // SAFETY: `array` is this node's published array, alive for the guard (see
+            // `array`).
+            let cells = unsafe { array.deref() };
+            if current.len() < cells.len() {
+                let cell = cells[current.len()].as_ptr().cast_mut();
+                // SAFETY: cell `len` is past every holder a reader can see: readers read
+                // `len` under the shard lock, which we hold exclusively (`&mut self`), so a
+                // reader still holding a slice of this array saw at most `len` cells and
+                // never reads this one; removals always build a new array, so no reader of
+                // this array ever saw a holder in this cell. Each field is an atomic, so the
+                // cell's bytes that we write lie inside `UnsafeCell`s, which a shared view
+                // of the array permits writing through a raw pointer; we write field by
+                // field, never the padding.
+                unsafe {
+                    std::ptr::addr_of_mut!((*cell).slot).write(AtomicU32::new(slot));
+                    std::ptr::addr_of_mut!((*cell).exact).write(AtomicBool::new(want.exact));
+                    std::ptr::addr_of_mut!((*cell).expiry).write(AtomicU64::new(want.expiry));
+                }
+                self.slot_or_len += 1;
                 return true;
             }
-            // An array with a free cell past its holders takes an appended slot in place.
-            (held, Some(array)) if appended => {
-                // SAFETY: `array` is this node's published array, alive for the guard (see
-                // `array`).
-                let cells = unsafe { array.deref() };
-                if held < cells.len() {
-                    let cell = cells[held].as_ptr().cast_mut();
-                    // SAFETY: cell `len` is past every holder a reader can see: readers
-                    // read `len` under the shard lock, which we hold exclusively (`&mut
-                    // self`), so a reader still holding a slice of this array saw at most
-                    // `len` cells and never reads this one; removals always build a new
-                    // array, so no reader of this array ever saw a holder in this cell.
-                    // Each field is an atomic, so the cell's bytes that we write lie inside
-                    // `UnsafeCell`s, which a shared view of the array permits writing
-                    // through a raw pointer; we write field by field, never the padding.
-                    unsafe {
-                        std::ptr::addr_of_mut!((*cell).slot).write(AtomicU32::new(slot));
-                        std::ptr::addr_of_mut!((*cell).exact).write(AtomicBool::new(want.exact));
-                        std::ptr::addr_of_mut!((*cell).expiry).write(AtomicU64::new(want.expiry));
-                    }
-                    self.len += 1;
-                    return true;
-                }
-            }
-            // An inline holder has no free cell: a second holder always builds an array.
-            _ => {}
         }
         let len = current.len() + 1;
         let pairs = current[..at]
@@ -422,7 +466,25 @@ impl Node {
         decide: impl FnOnce(Claim) -> Settle,
         guard: &Guard,
     ) -> Outcome {
-        let current = self.in_place(guard);
+        let Some(array) = self.array(guard) else {
+            let Some((held, was)) = self.sole().filter(|&(s, _)| s == slot) else {
+                return Outcome::Absent;
+            };
+            debug_assert_eq!(held, slot);
+            return match decide(was) {
+                Settle::Keep => Outcome::Kept,
+                Settle::ClearApprox => {
+                    // No refresher runs concurrently: they need the read lock we exclude.
+                    self.word.store(0, Ordering::Release);
+                    Outcome::Cleared
+                }
+                Settle::Remove => {
+                    self.meta.store(self.depth() | EMPTY, Ordering::Release);
+                    Outcome::Removed { was, last: true }
+                }
+            };
+        };
+        let current = as_holders(array, self.slot_or_len);
         let Ok(at) = current.binary_search_by_key(&slot, |h| h.slot()) else {
             return Outcome::Absent;
         };
@@ -434,23 +496,28 @@ impl Node {
                 current[at].expiry.store(0, Ordering::Release);
                 Outcome::Cleared
             }
-            Settle::Remove if current.len() == 1 => {
-                // The inline holder (an array has two or more).
-                self.len = 0;
-                Outcome::Removed { was, last: true }
-            }
-            Settle::Remove if current.len() == 2 => {
-                // Back inline: the other holder moves into `sole` (no reader sees `sole`
-                // outside the lock we hold exclusively) and the array is retired, so a
-                // reader still holding it reads it whole.
-                let kept = snapshot(&current[1 - at]);
-                self.set_sole(kept, guard);
-                Outcome::Removed { was, last: false }
+            Settle::Remove if current.len() <= 2 => {
+                // Back inline: the other holder moves into the node (no reader sees it
+                // there outside the lock we hold exclusively) and the array is retired, so
+                // a reader still holding it reads it whole. (An array has two or more
+                // holders; were it one, the node would be left empty.)
+                match current.iter().enumerate().find(|&(i, _)| i != at) {
+                    Some((_, other)) => {
+                        self.set_sole(snapshot(other), guard);
+                        Outcome::Removed { was, last: false }
+                    }
+                    None => {
+                        let old = self.array(guard);
+                        self.meta.store(self.depth() | EMPTY, Ordering::Release);
+                        retire(old, guard);
+                        Outcome::Removed { was, last: true }
+                    }
+                }
             }
             Settle::Remove if cfg!(loom_break = "remove_in_place") && at + 1 == current.len() => {
                 // Broken (loom model `append_vs_find`): the last cell is dropped from
                 // `len` in place, so the next append rewrites a cell readers may hold.
-                self.len -= 1;
+                self.slot_or_len -= 1;
                 Outcome::Removed { was, last: false }
             }
             Settle::Remove => {
@@ -489,12 +556,12 @@ impl Drop for Node {
         // it. If it still has an array (the whole map is dropped, or a node replaced), a
         // reader that copied the pointer before may still be reading it, so it is retired
         // through the collector like any other.
-        if self.len < 2 {
+        if self.meta.load(Ordering::Acquire) & ARRAY == 0 {
             return; // inline: nothing on the heap, no pin needed
         }
         let guard = epoch::pin();
         let array = self.array(&guard);
-        self.len = 0;
+        self.meta.store(self.depth() | EMPTY, Ordering::Release);
         retire(array, &guard);
     }
 }
@@ -695,6 +762,55 @@ mod tests {
         );
         assert!(node.holders(&guard).is_empty());
         assert!(!node.update_claim(5, Claim::approx(1), &guard));
+    }
+
+    #[test]
+    fn depth_saturates_and_shares_its_word_with_the_flags() {
+        let guard = epoch::pin();
+        let deep = |depth| {
+            Node::new(
+                SequenceHash(0),
+                LocalBlockHash(1),
+                depth,
+                3,
+                Claim::approx(9),
+            )
+        };
+        assert_eq!(deep(MAX_DEPTH - 1).depth(), MAX_DEPTH - 1);
+        assert_eq!(deep(MAX_DEPTH).depth(), MAX_DEPTH);
+        assert_eq!(deep(u32::MAX).depth(), MAX_DEPTH);
+        // Every change of form and claim keeps the depth, and the depth no flag.
+        let mut node = deep(MAX_DEPTH);
+        assert_eq!(node.holders(&guard)[0].claim(), Claim::approx(9));
+        assert!(node.update_claim(3, Claim::EXACT, &guard));
+        assert_eq!(node.depth(), MAX_DEPTH);
+        assert_eq!(
+            node.holders(&guard)[0].claim(),
+            Claim::EXACT.merged(Claim::approx(9))
+        );
+        assert!(node.upsert(7, Claim::approx(4), &guard));
+        assert_eq!(node.depth(), MAX_DEPTH);
+        assert!(node.array(&guard).is_some());
+        assert!(matches!(
+            node.settle(3, |_| Settle::Remove, &guard),
+            Outcome::Removed { last: false, .. }
+        ));
+        assert_eq!(node.depth(), MAX_DEPTH);
+        assert_eq!(
+            node.holders(&guard)
+                .iter()
+                .map(snapshot)
+                .collect::<Vec<_>>(),
+            [(7, Claim::approx(4))],
+            "the exact bit of the holder that left is not the one that stayed's"
+        );
+        assert!(matches!(
+            node.settle(7, |_| Settle::Remove, &guard),
+            Outcome::Removed { last: true, .. }
+        ));
+        assert_eq!(node.depth(), MAX_DEPTH);
+        assert!(node.holders(&guard).is_empty());
+        assert_eq!(deep(0).depth(), 0);
     }
 
     fn node_with(slots: &[Slot], guard: &Guard) -> Node {
