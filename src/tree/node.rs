@@ -2,9 +2,10 @@
 //!
 //! A node held by one slot keeps its holder *inline*, in the node's own fields (no
 //! allocation, and a find reads it from the map's bucket, which the probe already brought
-//! into cache). Two or
-//! more holders are an array sorted by slot, published through a `crossbeam_epoch::Atomic`,
-//! with room for more: the node's `len` says how many of its cells are holders. Its *claim*
+//! into cache). Two or more holders are an array sorted by slot, published through the
+//! node's pointer word (`crossbeam_epoch::Pointer::into_usize`), with room for more: the
+//! node's length (`len` below, the field `slot_or_len`) says how many of its cells are
+//! holders. Its *claim*
 //! fields (see `claim.rs`) are atomics that refreshers update in place; its *shape* (which
 //! slots are present) changes only under the node's map-shard write lock, in two ways: a
 //! slot above every holder is *appended* in place (written into the first free cell, then
