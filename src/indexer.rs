@@ -10,7 +10,7 @@ use crate::error::{ConfigError, RecordError};
 use crate::events::RouterEvent;
 use crate::expiry::sweeper::Sweeper;
 use crate::hash::{compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt};
-use crate::scores::OverlapScores;
+use crate::scores::{OverlapScores, ScoreVisitor};
 use crate::sharing::{Action, Replication};
 use crate::stats::IndexStats;
 use crate::tree::Query;
@@ -427,6 +427,48 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// ```
     pub fn find_matches_by_sequence_into(&self, seq: &[SequenceHash], out: &mut OverlapScores<W>) {
         self.inner.find_into(Query::Seq(seq), out);
+    }
+
+    /// As [`find_matches`](Self::find_matches), handing each worker's score to `visit`
+    /// instead of building an [`OverlapScores`]: `visit(worker, score)` is called once for
+    /// each worker that probably holds a leading run of the query (the workers and scores
+    /// `find_matches` reports, in no particular order; no tree sizes). Allocates nothing
+    /// once the thread's scratch has grown. `visit` runs inside the find, holding no lock:
+    /// it may call the index, but what such a call changes may or may not show in the rest
+    /// of this find's answer.
+    ///
+    /// ```
+    /// # use approx_kv_index::*;
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 7);
+    /// index.process_routing_decision_for_request(&[1, 2], 8);
+    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 2);
+    /// let mut best = (0, 0);
+    /// index.find_matches_with(&local, |worker, score| best = best.max((score, worker)));
+    /// assert_eq!(best, (2, 7));
+    /// ```
+    pub fn find_matches_with(&self, local: &[LocalBlockHash], visit: impl FnMut(W, u32)) {
+        self.inner
+            .find_into(Query::Local(local), &mut ScoreVisitor(visit));
+    }
+
+    /// As [`find_matches_with`](Self::find_matches_with), from the query's sequence hashes
+    /// (see [`find_matches_by_sequence`](Self::find_matches_by_sequence)): the router's
+    /// hashes, computed once, and no allocation, the cheapest find.
+    ///
+    /// ```
+    /// # use approx_kv_index::*;
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 2);
+    /// let seq = compute_seq_hashes(&local);
+    /// index.process_routing_decision(7, &local, &seq).unwrap();
+    /// let mut found = Vec::new();
+    /// index.find_matches_by_sequence_with(&seq[..1], |worker, score| found.push((worker, score)));
+    /// assert_eq!(found, [(7, 1)]);
+    /// ```
+    pub fn find_matches_by_sequence_with(&self, seq: &[SequenceHash], visit: impl FnMut(W, u32)) {
+        self.inner
+            .find_into(Query::Seq(seq), &mut ScoreVisitor(visit));
     }
 
     /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is

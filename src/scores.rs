@@ -43,3 +43,46 @@ impl<W: WorkerKey> OverlapScores<W> {
             .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
     }
 }
+
+/// Where a find writes its answer: a reused [`OverlapScores`], or a caller's callback
+/// ([`ScoreVisitor`]).
+pub(crate) trait ScoreSink<W: WorkerKey> {
+    /// A find starts: forget any earlier answer.
+    fn begin(&mut self);
+    /// About `workers` more workers may be reported.
+    fn reserve(&mut self, workers: usize);
+    /// `worker` holds the query's first `score` blocks, and `entries` blocks in all.
+    fn report(&mut self, worker: W, score: u32, entries: usize);
+}
+
+impl<W: WorkerKey> ScoreSink<W> for OverlapScores<W> {
+    fn begin(&mut self) {
+        self.scores.clear();
+        self.tree_sizes.clear();
+    }
+
+    fn reserve(&mut self, workers: usize) {
+        self.scores.reserve(workers);
+        self.tree_sizes.reserve(workers);
+    }
+
+    #[inline]
+    fn report(&mut self, worker: W, score: u32, entries: usize) {
+        self.scores.insert(worker, score);
+        self.tree_sizes.insert(worker, entries);
+    }
+}
+
+/// A callback as a [`ScoreSink`]: `visit(worker, score)` per worker, nothing stored.
+pub(crate) struct ScoreVisitor<F>(pub(crate) F);
+
+impl<W: WorkerKey, F: FnMut(W, u32)> ScoreSink<W> for ScoreVisitor<F> {
+    fn begin(&mut self) {}
+
+    fn reserve(&mut self, _: usize) {}
+
+    #[inline]
+    fn report(&mut self, worker: W, score: u32, _: usize) {
+        (self.0)(worker, score);
+    }
+}

@@ -129,3 +129,73 @@ fn a_warm_find_into_allocates_nothing() {
                                          // A fresh answer does allocate: the count is not vacuous.
     assert!(allocations_during(|| drop(index.find_matches(&local))) > 0);
 }
+
+/// The sequence-hash and callback forms: warm, they allocate nothing either (the callback
+/// form not even the answer), and they report what `find_matches` reports.
+#[test]
+fn warm_finds_by_sequence_and_by_callback_allocate_nothing() {
+    let (index, _clock) = common::manual_index(4, Duration::from_secs(60));
+    let prompt = common::tokens(0, 400); // 100 blocks
+    for w in 0..200u64 {
+        index.process_routing_decision_for_request(&prompt[..4 * (1 + w as usize % 100)], w);
+    }
+    let local = compute_block_hash_for_seq(&prompt, 4);
+    let seq = compute_seq_hashes(&local);
+    let mut found = OverlapScores::default();
+    let mut visited = 0u64;
+    let mut count = |_: WorkerId, score: u32| visited += u64::from(score);
+    for k in [100, 1, 37, 0] {
+        index.find_matches_by_sequence_into(&seq[..k], &mut found);
+        index.find_matches_by_sequence_with(&seq[..k], &mut count);
+        index.find_matches_with(&local[..k], &mut count);
+    }
+    for k in [100, 1, 37, 0] {
+        let n = allocations_during(|| index.find_matches_by_sequence_into(&seq[..k], &mut found));
+        assert_eq!(
+            n, 0,
+            "a warm find of {k} sequence hashes allocated {n} times"
+        );
+        let n = allocations_during(|| index.find_matches_by_sequence_with(&seq[..k], &mut count));
+        assert_eq!(
+            n, 0,
+            "a warm callback find of {k} blocks allocated {n} times"
+        );
+        let n = allocations_during(|| index.find_matches_with(&local[..k], &mut count));
+        assert_eq!(
+            n, 0,
+            "a warm callback find of {k} local hashes allocated {n} times"
+        );
+    }
+    // The same answer as an `OverlapScores`.
+    let want = index.find_matches(&local[..37]).scores;
+    let mut got = std::collections::HashMap::new();
+    index.find_matches_by_sequence_with(&seq[..37], |w, s| assert!(got.insert(w, s).is_none()));
+    assert_eq!(got.len(), 200);
+    assert!(got.iter().all(|(w, s)| want.get(w) == Some(s)));
+}
+
+/// A callback may call the index: a nested find answers on its own, a record neither
+/// blocks nor breaks the find that is running.
+#[test]
+fn a_callback_may_call_the_index() {
+    let (index, _clock) = common::manual_index(4, Duration::from_secs(60));
+    let prompt = common::tokens(0, 40); // 10 blocks
+    for w in 0..8u64 {
+        index.process_routing_decision_for_request(&prompt[..4 * (1 + w as usize)], w);
+    }
+    let local = compute_block_hash_for_seq(&prompt, 4);
+    let mut seen = Vec::new();
+    index.find_matches_with(&local, |w, score| {
+        // A find inside a find (its scratch is taken: it uses a fresh one).
+        assert_eq!(index.find_matches(&local).scores[&w], score);
+        // A record inside a find, for a new worker and for this one.
+        index.process_routing_decision_for_request(&prompt, 100 + w);
+        index.process_routing_decision_for_request(&prompt, w);
+        seen.push((w, score));
+    });
+    seen.sort_unstable();
+    assert_eq!(seen, (0..8).map(|w| (w, w as u32 + 1)).collect::<Vec<_>>());
+    let after = index.find_matches(&local);
+    assert_eq!(after.scores.len(), 16);
+    assert!(after.scores.values().all(|&s| s == 10));
+}

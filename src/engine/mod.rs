@@ -22,7 +22,7 @@ use crate::capacity::{Caps, Decision, DecisionLog};
 use crate::clock::{nanos, Clock};
 use crate::config::Builder;
 use crate::expiry::{Expiry, Timer};
-use crate::scores::OverlapScores;
+use crate::scores::ScoreSink;
 use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
 use crate::tree::{Query, ReadAt, Span, Tree};
@@ -129,7 +129,7 @@ impl Engine {
         (!self.never).then_some(&self.expiry)
     }
 
-    pub(crate) fn find_into<W: WorkerKey>(&self, query: Query<'_>, out: &mut OverlapScores<W>) {
+    pub(crate) fn find_into<W: WorkerKey>(&self, query: Query<'_>, out: &mut impl ScoreSink<W>) {
         self.finds.add(1);
         let guard = epoch::pin();
         let now = self.read_time(self.now());

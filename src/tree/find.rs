@@ -13,7 +13,7 @@ use crossbeam_epoch::Guard;
 
 use super::{Holder, Holders, Tree};
 use crate::hash::SeqChain;
-use crate::scores::OverlapScores;
+use crate::scores::ScoreSink;
 use crate::slot::{Slot, SlotOwners};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey, WorkerWithDpRank};
 
@@ -21,7 +21,7 @@ use crate::{LocalBlockHash, SequenceHash, WorkerKey, WorkerWithDpRank};
 const MANY_WORKERS: usize = 64;
 
 /// A find's working memory, kept per thread so that a find allocates nothing once warm
-/// (with [`OverlapScores`] reused, nothing at all).
+/// (with an `OverlapScores` reused, or a callback, nothing at all).
 #[derive(Default)]
 struct Scratch {
     /// Workers holding every block so far, sorted by slot, with their entry counts (read
@@ -101,10 +101,9 @@ impl Tree {
         now: u64,
         workers: &impl SlotOwners,
         guard: &Guard,
-        out: &mut OverlapScores<W>,
+        out: &mut impl ScoreSink<W>,
     ) {
-        out.scores.clear();
-        out.tree_sizes.clear();
+        out.begin();
         with_scratch(|scratch| {
             if self.nested.load(std::sync::atomic::Ordering::Relaxed) {
                 self.find_nested(query, now, workers, guard, scratch, out);
@@ -122,7 +121,7 @@ impl Tree {
         workers: &impl SlotOwners,
         guard: &Guard,
         scratch: &mut Scratch,
-        out: &mut OverlapScores<W>,
+        out: &mut impl ScoreSink<W>,
     ) {
         let n = query.len();
         if n == 0 {
@@ -139,8 +138,7 @@ impl Tree {
         if active.is_empty() {
             return;
         }
-        out.scores.reserve(active.len());
-        out.tree_sizes.reserve(active.len());
+        out.reserve(active.len());
         let mut probe = |k: usize| -> Holders<'_> {
             self.nodes
                 .get(&query.key(k, &mut chain, seq))
@@ -196,7 +194,7 @@ impl Tree {
         workers: &impl SlotOwners,
         guard: &Guard,
         scratch: &mut Scratch,
-        out: &mut OverlapScores<W>,
+        out: &mut impl ScoreSink<W>,
     ) {
         // Workers still matching every block so far, sorted by slot.
         let Scratch { active, seq } = scratch;
@@ -225,12 +223,11 @@ impl Tree {
     }
 }
 
-/// Records `worker`'s score in `out`, with its number of entries.
+/// Reports `worker`'s score to `out`, with its number of entries.
 #[inline]
-fn report<W: WorkerKey>(out: &mut OverlapScores<W>, worker: Active, depth: u32) {
+fn report<W: WorkerKey>(out: &mut impl ScoreSink<W>, worker: Active, depth: u32) {
     let key = W::from_parts(worker.key.worker_id, worker.key.dp_rank);
-    out.scores.insert(key, depth);
-    out.tree_sizes.insert(key, worker.entries);
+    out.report(key, depth, worker.entries);
 }
 
 /// The holders live at `now` whose worker is alive, with their keys and entry counts, by

@@ -271,11 +271,20 @@ impl Harness {
                 self.check_find(&local, got);
             }
             Op::FindHashes { local } => {
-                // From local hashes, and from their sequence hashes: both equal the model.
-                self.finds += 2;
+                // From local hashes and from their sequence hashes, into scores and into a
+                // callback: all four equal the model.
+                self.finds += 4;
                 self.check_find(local, self.index.find_matches(local));
                 let seq = compute_seq_hashes(local);
                 self.check_find(local, self.index.find_matches_by_sequence(&seq));
+                let mut visited = Vec::new();
+                self.index
+                    .find_matches_with(local, |w, score| visited.push((w, score)));
+                self.check_visited(local, visited);
+                let mut visited = Vec::new();
+                self.index
+                    .find_matches_by_sequence_with(&seq, |w, score| visited.push((w, score)));
+                self.check_visited(local, visited);
             }
             Op::RemoveWorker(worker) => {
                 self.index.remove_worker(*worker);
@@ -357,6 +366,14 @@ impl Harness {
 
     /// Scores must equal the model's; tree sizes too (within bounds while a background
     /// sweeper reclaims on its own).
+    /// A callback find's answer: each worker once, with the model's score.
+    fn check_visited(&self, local: &[LocalBlockHash], mut visited: Vec<(WorkerId, u32)>) {
+        let now = self.now();
+        visited.sort_unstable();
+        let want: Vec<_> = self.model.scores(now, local).into_iter().collect();
+        assert_eq!(visited, want, "visited at t={now} for {local:?}");
+    }
+
     fn check_find(&self, local: &[LocalBlockHash], got: approx_kv_index::OverlapScores) {
         let now = self.now();
         let want = self.model.scores(now, local);

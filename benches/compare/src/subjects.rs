@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, OverlapScores, SequenceHash};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, SequenceHash};
 use dynamo_kv_router::approx::PruneConfig;
 use dynamo_kv_router::indexer::{KvIndexer, KvIndexerInterface, KvIndexerMetrics};
 use dynamo_kv_router::protocols::{
@@ -84,17 +84,11 @@ impl Subject for Ours {
         h.0.len()
     }
     async fn find(&self, h: &Self::Hashes, overlap: &mut [u32; WORKERS]) {
-        // The allocation-free form, as SMG's `score_into`: one reused answer per thread;
+        // The callback form, as SMG's `score_into`: nothing allocated, no answer built;
         // from the sequence hashes the router computed once (hashing counts them), which
         // the record takes too.
-        thread_local! {
-            static FOUND: std::cell::RefCell<OverlapScores> = Default::default();
-        }
-        FOUND.with_borrow_mut(|found| {
-            self.0.find_matches_by_sequence_into(&h.1, found);
-            for (&w, &s) in &found.scores {
-                overlap[w as usize % WORKERS] = s;
-            }
+        self.0.find_matches_by_sequence_with(&h.1, |w, s| {
+            overlap[w as usize % WORKERS] = s;
         });
     }
     async fn record(&self, h: &Self::Hashes, worker: u64) {
