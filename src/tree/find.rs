@@ -94,7 +94,8 @@ impl Query<'_> {
 
 impl Tree {
     /// For each live worker, the length of the leading run of the query's blocks it holds
-    /// at `now`, written into `out` (cleared first; its maps keep their capacity).
+    /// at `now`, reported to `out` (after `out.begin()`, which empties an `OverlapScores`
+    /// and keeps its capacity).
     pub(crate) fn find_into<W: WorkerKey>(
         &self,
         query: Query<'_>,

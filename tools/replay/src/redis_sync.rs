@@ -1,6 +1,6 @@
 //! Replicas synced through a real Redis server (`--sync redis://HOST:PORT`, feature
-//! `redis`): one [`RedisSync`] per replica on a stream of the run's own, deleted at the
-//! end of the run.
+//! `redis`; `rediss://` with `--sync-tls-ca`, feature `redis-tls`): one [`RedisSync`] per
+//! replica on a stream of the run's own, deleted at the end of the run.
 
 use std::path::Path;
 use std::sync::Arc;
