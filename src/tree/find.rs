@@ -2,9 +2,9 @@
 //!
 //! While holder sets are *nested* (every worker's live entries along a prompt form a
 //! prefix: decisions cover prompts from block 0, claims only move later, and expiry and
-//! eviction take the deepest blocks first), the find gallops: it probes blocks 1, 2, 4, ...
-//! until some active worker is missing, bisects to the exact block, drops the missing
-//! workers, and goes on. Otherwise (after exact KV events or restores) it walks block by
+//! eviction take the deepest blocks first), the find bisects: it probes the last block,
+//! which settles every worker holding the whole query, then bisects to each block where
+//! some remaining worker drops out. Otherwise (after exact KV events or restores) it walks block by
 //! block. See `docs/design.md`.
 
 use std::cell::RefCell;
@@ -16,9 +16,6 @@ use crate::hash::SeqChain;
 use crate::scores::ScoreSink;
 use crate::slot::{Slot, SlotOwners};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey, WorkerWithDpRank};
-
-/// From this many workers on the first block on, a nested find tries the last block first.
-const MANY_WORKERS: usize = 64;
 
 /// A find's working memory, kept per thread so that a find allocates nothing once warm
 /// (with an `OverlapScores` reused, or a callback, nothing at all).
@@ -114,7 +111,7 @@ impl Tree {
         });
     }
 
-    /// The galloping find, for nested holder sets.
+    /// The bisecting find, for nested holder sets.
     fn find_nested<W: WorkerKey>(
         &self,
         query: Query<'_>,
@@ -129,8 +126,6 @@ impl Tree {
             return;
         }
         let Scratch { active, seq } = scratch;
-        // Sequence hashes, computed only as far as a probe needs them (block 0's is its
-        // local hash).
         let mut chain = SeqChain::default();
         match self.nodes.get(&query.key(0, &mut chain, seq)) {
             Some(node) => active.extend(live_workers(&node.holders(guard), now, workers)),
@@ -145,45 +140,39 @@ impl Tree {
                 .get(&query.key(k, &mut chain, seq))
                 .map_or(Holders::NONE, |node| node.holders(guard))
         };
-        // Every worker in `active` holds blocks 0..=lo. Holder sets shrink with depth
-        // (`nested`), so the first block where some active worker is missing is found by
-        // galloping forward (1, 2, 4, ... blocks), then bisecting. With many workers on
-        // the first block, each probe scans them all, so the last block is tried first:
-        // when they all hold the whole query (a system prompt shared by a fleet), that
-        // settles it in one probe; otherwise it cost one scan and the hashes the gallop
-        // would mostly compute anyway.
-        let mut lo = 0;
-        if n > 1 && active.len() >= MANY_WORKERS && all_kept(active, &probe(n - 1), now) {
-            lo = n - 1;
-        }
-        while !active.is_empty() && lo + 1 < n {
-            let mut step = 1;
-            let mut hi = None;
-            while lo + 1 < n {
-                let k = (lo + step).min(n - 1);
-                if all_kept(active, &probe(k), now) {
-                    lo = k;
-                    step *= 2;
-                } else {
-                    hi = Some(k);
-                    break;
-                }
+        // Holder sets shrink with depth (`nested`): a worker holding the last block holds
+        // them all, and one holding block k holds blocks 0..=k. So one probe of the last
+        // block settles every worker that holds the whole query (a system prompt shared by
+        // a fleet, a conversation's worker), and each other drop-out point is found by
+        // bisecting between the deepest block all remaining workers hold (`lo`) and the
+        // shallowest one some of them miss (`hi`, whose holders the bisection keeps, so
+        // the drop-outs there need no second probe).
+        if n == 1 {
+            for &(_, worker) in active.iter() {
+                report(out, worker, 1);
             }
-            let Some(mut hi) = hi else { break };
+            return;
+        }
+        let last = probe(n - 1);
+        retain_missing(active, &last, now, |worker| report(out, worker, n as u32));
+        let mut lo = 0;
+        while !active.is_empty() {
+            // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
+            // block `hi`'s holders (`None`: the last block's).
+            let (mut hi, mut at_hi) = (n - 1, None);
             while hi - lo > 1 {
                 let mid = lo + (hi - lo) / 2;
-                if all_kept(active, &probe(mid), now) {
+                let holders = probe(mid);
+                if all_kept(active, &holders, now) {
                     lo = mid;
                 } else {
-                    hi = mid;
+                    (hi, at_hi) = (mid, Some(holders));
                 }
             }
             let depth = hi as u32;
-            retain_holders(active, &probe(hi), now, |worker| report(out, worker, depth));
+            let at_hi: &[Holder] = at_hi.as_deref().unwrap_or(&last);
+            retain_holders(active, at_hi, now, |worker| report(out, worker, depth));
             lo = hi;
-        }
-        for &(_, worker) in active.iter() {
-            report(out, worker, n as u32);
         }
     }
 
@@ -265,6 +254,23 @@ fn all_kept<W>(active: &[(Slot, W)], holders: &[Holder], now: u64) -> bool {
     })
 }
 
+/// Keeps the `active` workers that do *not* hold a live entry in `holders` (both sorted by
+/// slot); reports each worker that does to `settled`.
+#[inline]
+fn retain_missing<T: Copy>(
+    active: &mut Vec<(Slot, T)>,
+    holders: &[Holder],
+    now: u64,
+    mut settled: impl FnMut(T),
+) {
+    retain_holders_by(active, holders, now, |held, worker| {
+        if held {
+            settled(worker);
+        }
+        !held
+    });
+}
+
 /// Keeps the `active` workers that hold a live entry in `holders` (both sorted by slot);
 /// reports each dropped worker to `dropped`.
 #[inline]
@@ -274,15 +280,29 @@ fn retain_holders<T: Copy>(
     now: u64,
     mut dropped: impl FnMut(T),
 ) {
+    retain_holders_by(active, holders, now, |held, worker| {
+        if !held {
+            dropped(worker);
+        }
+        held
+    });
+}
+
+/// Keeps the `active` workers for which `keep(held, worker)` says so, where `held` tells
+/// whether the worker holds a live entry in `holders` (both sorted by slot).
+#[inline]
+fn retain_holders_by<T: Copy>(
+    active: &mut Vec<(Slot, T)>,
+    holders: &[Holder],
+    now: u64,
+    mut keep: impl FnMut(bool, T) -> bool,
+) {
     let mut j = 0;
     active.retain(|&(slot, worker)| {
         while j < holders.len() && holders[j].slot() < slot {
             j += 1;
         }
-        let keep = j < holders.len() && holders[j].slot() == slot && holders[j].live_at(now);
-        if !keep {
-            dropped(worker);
-        }
-        keep
+        let held = j < holders.len() && holders[j].slot() == slot && holders[j].live_at(now);
+        keep(held, worker)
     });
 }
