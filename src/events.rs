@@ -50,7 +50,8 @@ pub struct KvCacheStoredBlockData {
     pub block_hash: SequenceHash,
     /// The hash of the block's tokens alone.
     pub tokens_hash: LocalBlockHash,
-    /// How long the entry had left to live when dumped (Dynamo's dump drops this);
-    /// `None` for a block stored by an exact KV event, which lives until removed.
+    /// How long the entry had left to live when dumped (Dynamo's dump drops this; at
+    /// least 1 ns for a live approximate claim); `None` for a block stored by an exact KV
+    /// event, which lives until removed.
     pub expires_in: Option<Duration>,
 }

@@ -586,6 +586,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// [`sweep_expired`](Self::sweep_expired) to reclaim by hand).
     pub fn shutdown(&self) {
         self.sweeper.stop();
+        self.inner.stop_helping();
     }
 }
 

@@ -67,7 +67,9 @@ pub struct SnapshotEntry {
     pub depth: u32,
     /// Stored by an exact KV event (no TTL).
     pub exact: bool,
-    /// What was left of the approximate claim's TTL (zero if there was none).
+    /// What was left of the approximate claim's TTL: zero if there was none live, at
+    /// least 1 ns if there was (with a TTL that means never, a claim more than 2^62 ns
+    /// old is live with its expiry past: it keeps 1 ns, so that a restore puts it back).
     pub ttl_left: Duration,
 }
 

@@ -54,8 +54,8 @@ pub(crate) struct Engine {
     /// Held by whoever sweeps (the sweeper, `sweep_expired`, or a caller helping).
     sweeping: parking_lot::Mutex<()>,
     /// Whether callers help reclaim when the sweeper falls behind (a background sweeper
-    /// runs and timers are kept).
-    help: bool,
+    /// runs and timers are kept); cleared for good by [`Engine::stop_helping`].
+    help: std::sync::atomic::AtomicBool,
     /// The clock reading of the last sweep that left nothing due.
     swept_until: AtomicU64,
     records: StripedCounter,
@@ -87,7 +87,7 @@ impl Engine {
             expiry: Expiry::new(tick_nanos, if never { 0 } else { ttl_nanos }),
             global_log: caps.total.map(|_| DecisionLog::default()),
             sweeping: parking_lot::Mutex::new(()),
-            help: b.background_sweeper && !never,
+            help: std::sync::atomic::AtomicBool::new(b.background_sweeper && !never),
             swept_until: AtomicU64::new(0),
             records: StripedCounter::default(),
             finds: StripedCounter::default(),

@@ -62,11 +62,17 @@ impl Engine {
         self.expirations.add(freed as u64);
     }
 
+    /// Callers stop helping for good (the background sweeper was stopped: reclamation
+    /// stops with it, except by `sweep_expired`).
+    pub(crate) fn stop_helping(&self) {
+        self.help.store(false, Relaxed);
+    }
+
     /// Called by a recorder that added `added` entries at `now`: if the sweeper is behind,
     /// frees at least twice that many due entries (or all that is due), in batches, taking
     /// a batch only when the wheel's lock is free.
     pub(super) fn help_sweep(&self, now: u64, added: usize) {
-        if !self.help {
+        if !self.help.load(Relaxed) {
             return;
         }
         let lag = now.saturating_sub(self.swept_until.load(Relaxed));
@@ -183,7 +189,7 @@ mod tests {
             .clock(clock.clone())
             .background_sweeper(false);
         let mut engine = Engine::new(&b);
-        engine.help = true;
+        engine.help = std::sync::atomic::AtomicBool::new(true);
         engine
     }
 

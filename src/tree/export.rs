@@ -31,6 +31,18 @@ pub(crate) struct ReadAt {
     pub(crate) clock: u64,
 }
 
+/// The nanoseconds left on `c`'s approximate claim at `at`: 0 if it has none live then,
+/// at least 1 if it has. With a TTL that means never (`at.live` is 0), a claim handed out
+/// more than 2^62 ns before the clock reading is still live; it keeps 1 ns left rather
+/// than none, so that a restore or a replay of the dump puts it back.
+fn ttl_left(c: Claim, at: ReadAt) -> u64 {
+    if c.expiry > at.live {
+        c.expiry.saturating_sub(at.clock).max(1)
+    } else {
+        0
+    }
+}
+
 impl Tree {
     /// Every live entry of a live worker, parents first (by depth), then by worker and
     /// block. Reads shard after shard: not a snapshot while callers run.
@@ -55,7 +67,7 @@ impl Tree {
                         parent: node.parent,
                         local: node.local,
                         exact: c.exact,
-                        ttl_left: c.expiry.saturating_sub(at.clock),
+                        ttl_left: ttl_left(c, at),
                     });
                 }
             }

@@ -1,0 +1,133 @@
+//! Promises: KV events and dumps.
+
+use super::*;
+
+/// src/indexer.rs, `apply_event`: "A block with `expires_in: Some(ttl_left)` (a dumped
+/// approximate entry) gets an approximate claim expiring that long from now (at most the
+/// TTL), as the original would."
+#[test]
+fn a_stored_ttl_left_expires_that_long_from_now_at_most_the_ttl() {
+    let (index, clock) = manual_index(1, TTL);
+    index.apply_event(&stored_ours(
+        1,
+        &[1, 2],
+        1,
+        Some(Duration::from_secs(1_000)),
+    ));
+    index.apply_event(&stored_ours(2, &[1, 2], 1, Some(Duration::from_secs(3))));
+    clock.set(Duration::from_secs(3) - NS);
+    assert_eq!(score(&index, &[1, 2], 1), Some(2));
+    assert_eq!(score(&index, &[1, 2], 2), Some(2));
+    clock.set(Duration::from_secs(3));
+    assert_eq!(score(&index, &[1, 2], 2), None);
+    clock.set(TTL - NS);
+    assert_eq!(score(&index, &[1, 2], 1), Some(2));
+    clock.set(TTL);
+    assert_eq!(score(&index, &[1, 2], 1), None, "at most the TTL");
+    assert_eq!(index.sweep_expired(), 4);
+}
+
+/// src/indexer.rs, `apply_event`: "The parent must be a block the worker stored (named by
+/// its engine hash), or a block it holds live or that the event names by this index's
+/// sequence hash ...; otherwise the event is dropped and counted in
+/// `IndexStats::rejected_events`". Also src/scores.rs, `OverlapScores::scores`: "Workers
+/// with none are absent" (a worker holding a later block but not the first).
+#[test]
+fn a_stored_parent_must_be_held_live_by_the_worker() {
+    let (index, clock) = manual_index(1, TTL);
+    let (local, seq) = chain(&[1, 2, 3, 4], 1);
+    index.process_routing_decision_for_request(&[1, 2], 1);
+    // Blocks named by an engine's hashes, under parent seq[1].
+    let engine_child = |worker: u64, name: u64, i: usize| {
+        stored(
+            worker,
+            Some(seq[1]),
+            vec![block(SequenceHash(name), local[i], None)],
+        )
+    };
+    index.apply_event(&engine_child(1, 0xE1, 2)); // held live: accepted
+    assert_eq!(index.stats().rejected_events, 0);
+    assert_eq!(score(&index, &[1, 2, 3], 1), Some(3));
+    index.apply_event(&engine_child(2, 0xE2, 2)); // another worker's block: dropped
+    assert_eq!(index.stats().rejected_events, 1);
+    assert_eq!(score(&index, &[1, 2, 3], 2), None);
+
+    clock.advance(TTL); // worker 1's claim on the parent expired (not yet swept)
+    index.apply_event(&engine_child(1, 0xE4, 3));
+    assert_eq!(
+        index.stats().rejected_events,
+        2,
+        "an expired parent is not held"
+    );
+
+    // Named by this index's own hashes, the event is placed without its parent: worker 3
+    // then holds the third block and not the first, so no find reports it.
+    index.apply_event(&stored(
+        3,
+        Some(seq[1]),
+        vec![block(seq[2], local[2], None)],
+    ));
+    assert_eq!(index.stats().rejected_events, 2);
+    let found = index.find_matches(&local);
+    assert!(!found.scores.contains_key(&3), "{found:?}");
+    assert!(!found.tree_sizes.contains_key(&3));
+    index.find_matches_with(&local, |w, _| assert_ne!(w, 3));
+    assert_eq!(index.find_matches(&local[2..3]).scores.get(&3), None);
+}
+
+/// src/indexer.rs, `apply_event`: "`Cleared` forgets that key: for `WorkerWithDpRank` one
+/// rank (like `remove_worker_key`)".
+#[test]
+fn cleared_forgets_one_rank_and_keeps_the_others() {
+    let (index, _c) = ranked_index(2, TTL);
+    let r = WorkerWithDpRank::new;
+    for key in [r(7, 0), r(7, 1), r(8, 1)] {
+        index.process_routing_decision_for_request(&[1, 2], key);
+    }
+    index.apply_event(&RouterEvent {
+        worker_id: r(7, 1),
+        event_id: 0,
+        data: KvCacheEventData::Cleared,
+    });
+    let found = index.find_matches_for_request(&[1, 2]);
+    let keys: HashSet<_> = found.scores.keys().copied().collect();
+    assert_eq!(keys, HashSet::from([r(7, 0), r(8, 1)]));
+    assert_eq!(index.stats().workers, 2);
+}
+
+/// src/indexer.rs, `dump_events`: "blocks and parents named by this index's sequence
+/// hashes ... Engine hashes are not dumped"; src/events.rs, `RouterEvent::event_id`: "A
+/// number increasing within one dump"; replaying the dump "rebuilds the state".
+#[test]
+fn dumps_name_blocks_by_this_index_hashes_never_the_engines() {
+    let (index, _c) = manual_index(1, TTL);
+    let (local, seq) = chain(&[1, 2, 3], 1);
+    let engine: Vec<_> = (0..3)
+        .map(|i| block(SequenceHash(0xA1 + i as u64), local[i], None))
+        .collect();
+    index.apply_event(&stored(4, None, engine));
+    let dump = index.dump_events();
+    assert_eq!(dump.len(), 3);
+    for (i, e) in dump.iter().enumerate() {
+        let data = stored_data(e);
+        assert_eq!(data.blocks.len(), 1);
+        let b = data.blocks[0];
+        assert_eq!(
+            (b.block_hash, b.tokens_hash, b.expires_in),
+            (seq[i], local[i], None)
+        );
+        assert_eq!(data.parent_hash, i.checked_sub(1).map(|p| seq[p]));
+        if i > 0 {
+            assert!(e.event_id > dump[i - 1].event_id, "event ids increase");
+        }
+    }
+    let (replayed, _c2) = manual_index(1, TTL);
+    for e in &dump {
+        replayed.apply_event(e);
+    }
+    assert_eq!(replayed.stats().rejected_events, 0);
+    assert_eq!(score(&replayed, &[1, 2, 3], 4), Some(3));
+    assert_eq!(replayed.dump_events(), dump);
+}
+
+// ---------------------------------------------------------------------------------------

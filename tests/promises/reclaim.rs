@@ -1,0 +1,149 @@
+//! Promises: Reclamation: who reclaims, and when.
+
+use super::*;
+
+/// src/config.rs, `Builder::background_sweeper`: "Without it, memory is reclaimed only by
+/// calls to `sweep_expired`"; design.md: "Callers help only when a background sweeper runs
+/// (with `background_sweeper(false)`, reclamation stays with `sweep_expired`)".
+#[test]
+fn without_a_background_sweeper_recording_callers_reclaim_nothing() {
+    let clock = Arc::new(ManualClock::new());
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(Duration::from_secs(1))
+        .tick(Duration::from_millis(10))
+        .clock(clock.clone())
+        .background_sweeper(false)
+        .build()
+        .unwrap();
+    for p in 0..100u32 {
+        index.process_routing_decision_for_request(&[p, 1, 2, 3], 0);
+    }
+    clock.advance(Duration::from_secs(2)); // all due, 200 ticks after any sweep
+    for p in 0..100u32 {
+        index.process_routing_decision_for_request(&[1_000 + p, 1, 2, 3], 0);
+    }
+    let stats = index.stats();
+    assert_eq!(
+        (stats.entries, stats.expirations, stats.caller_expirations),
+        (800, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(index.sweep_expired(), 400);
+    assert_eq!(index.stats().entries, 400);
+}
+
+/// src/indexer.rs, `shutdown`: "The index keeps answering and recording afterwards; only
+/// reclamation stops (call `sweep_expired` to reclaim by hand)"; src/stats.rs,
+/// `caller_expirations`: "Callers only help when a background sweeper runs".
+#[test]
+fn after_shutdown_recording_callers_reclaim_nothing() {
+    let clock = Arc::new(ManualClock::new());
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(Duration::from_secs(1))
+        .tick(Duration::from_millis(10))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    index.shutdown(); // no background sweeper runs from here on
+    for p in 0..100u32 {
+        index.process_routing_decision_for_request(&[p, 1, 2, 3], 0);
+    }
+    clock.advance(Duration::from_secs(2));
+    for p in 0..100u32 {
+        index.process_routing_decision_for_request(&[1_000 + p, 1, 2, 3], 0);
+    }
+    let stats = index.stats();
+    assert_eq!(
+        (stats.entries, stats.caller_expirations),
+        (800, 0),
+        "{stats:?}"
+    );
+    assert_eq!(index.sweep_expired(), 400, "reclaimed by hand");
+}
+
+/// src/stats.rs, `IndexStats::expirations`: "(block, worker) pairs reclaimed by the sweeper
+/// since creation (expired or removed)"; src/indexer.rs, `remove_worker`: "the sweeper
+/// frees its entries within about one TTL".
+#[test]
+fn entries_of_removed_workers_are_reclaimed_and_counted_as_expirations() {
+    let (index, clock) = manual_index(1, TTL);
+    index.process_routing_decision_for_request(&[1, 2, 3], 1);
+    index.apply_event(&stored_ours(2, &[10, 11], 1, None)); // exact: no timer
+    index.remove_worker(1);
+    index.remove_worker(2);
+    assert_eq!(index.stats().entries, 5);
+    let mut freed = index.sweep_expired();
+    clock.advance(TTL);
+    freed += index.sweep_expired();
+    let stats = index.stats();
+    assert_eq!(freed, 5);
+    assert_eq!(
+        (stats.entries, stats.nodes, stats.expirations),
+        (0, 0, 5),
+        "{stats:?}"
+    );
+}
+
+/// src/stats.rs, `IndexStats::pending_timers`: "one per recorded decision not yet swept,
+/// and one per restored or replayed approximate claim" (and none for exact entries:
+/// design.md, "entries with no approximate claim have no timer").
+#[test]
+fn pending_timers_count_decisions_and_restored_or_replayed_claims() {
+    let (original, _c) = manual_index(1, TTL);
+    original.process_routing_decision_for_request(&[1, 2, 3], 1);
+    original.process_routing_decision_for_request(&[1, 2], 2);
+    original.apply_event(&stored_ours(3, &[7], 1, None));
+    assert_eq!(original.stats().pending_timers, 2, "one per decision");
+
+    let (restored, clock) = manual_index(1, TTL);
+    restored.restore(&original.snapshot()).unwrap();
+    assert_eq!(
+        restored.stats().pending_timers,
+        5,
+        "one per approximate claim"
+    );
+
+    let (replayed, clock2) = manual_index(1, TTL);
+    for e in original.dump_events() {
+        replayed.apply_event(&e);
+    }
+    assert_eq!(replayed.stats().rejected_events, 0);
+    assert_eq!(
+        replayed.stats().pending_timers,
+        5,
+        "one per approximate claim"
+    );
+
+    for (index, clock) in [(&restored, &clock), (&replayed, &clock2)] {
+        clock.advance(TTL);
+        assert_eq!(index.sweep_expired(), 5);
+        let stats = index.stats();
+        assert_eq!((stats.pending_timers, stats.entries), (0, 1), "{stats:?}");
+    }
+}
+
+/// docs/design.md, One timer per decision: "**Exact bits do not stop walks.** A walk
+/// compares only the approximate claim; when it ends the approximate claim of an exact
+/// entry it keeps the entry and goes on."
+#[test]
+fn an_exact_entry_in_the_middle_of_a_decision_does_not_stop_its_expiry() {
+    let (index, clock) = manual_index(1, TTL);
+    let (local, seq) = chain(&[1, 2, 3], 1);
+    index.process_routing_decision_for_request(&[1, 2, 3], 1);
+    // The engine reports the middle block: exact as well as approximate.
+    index.apply_event(&stored(
+        1,
+        Some(seq[0]),
+        vec![block(seq[1], local[1], None)],
+    ));
+    assert_eq!(index.stats().entries, 3);
+    clock.advance(TTL);
+    assert_eq!(index.sweep_expired(), 2, "the first and last blocks");
+    assert_eq!(index.stats().entries, 1, "the exact entry stays");
+    let dump = index.dump_events();
+    assert_eq!(dump.len(), 1);
+    let kept = stored_data(&dump[0]).blocks[0];
+    assert_eq!((kept.block_hash, kept.expires_in), (seq[1], None));
+}
