@@ -180,3 +180,75 @@ fn snapshot_round_trips_through_serde_json() {
     let json = serde_json::to_string(&snap).unwrap();
     assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), snap);
 }
+
+/// A snapshot may hold a worker's claim on a block that outlives its claim on the parent
+/// (hand-built, or from an index fed KV events). Once the parent expired, the worker's
+/// leading run stops there, though it still holds the deeper block: the restored index must
+/// not take the worker's holder sets for nested (where holding a block means holding every
+/// block before it) and must answer 1, not 3.
+#[test]
+fn a_restored_claim_outliving_its_parent_ends_the_leading_run_there() {
+    let (index, clock) = manual_index(4, TTL);
+    let query = tokens(0, 12);
+    let local = compute_block_hash_for_seq(&query, 4);
+    let seq = compute_seq_hashes(&local);
+    let ttl_left = [60, 5, 60];
+    let entries = (0..3)
+        .map(|i| SnapshotEntry {
+            worker_id: 7,
+            dp_rank: 0,
+            block: seq[i],
+            parent: if i == 0 { SequenceHash(0) } else { seq[i - 1] },
+            local: local[i],
+            depth: i as u32,
+            exact: false,
+            ttl_left: Duration::from_secs(ttl_left[i]),
+        })
+        .collect();
+    let snapshot = Snapshot {
+        block_size: 4,
+        entries,
+    };
+    index.restore(&snapshot).unwrap();
+    assert_eq!(
+        index.find_matches_for_request(&query).scores.get(&7),
+        Some(&3)
+    );
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(
+        index.find_matches_for_request(&query).scores.get(&7),
+        Some(&1)
+    );
+    assert_eq!(
+        index.find_matches_by_sequence(&seq).scores.get(&7),
+        Some(&1)
+    );
+    // Decisions recorded afterwards keep it that way: worker 8 holds the whole query.
+    index.process_routing_decision_for_request(&query, 8);
+    let scores = index.find_matches_for_request(&query).scores;
+    assert_eq!((scores.get(&7), scores.get(&8)), (Some(&1), Some(&3)));
+}
+
+/// The snapshot of an index that only recorded decisions restores into one whose finds
+/// answer as the original's do at every later time, as the claims expire one decision
+/// after another (the restored index may go on bisecting: see `tree/export.rs`).
+#[test]
+fn a_restored_index_of_decisions_answers_like_the_original_as_claims_expire() {
+    let (original, clock) = manual_index(4, TTL);
+    for (i, len) in [16, 8, 12, 4, 16].into_iter().enumerate() {
+        original.process_routing_decision_for_request(&tokens(0, len), i as u64 % 3);
+        clock.advance(Duration::from_secs(15));
+    }
+    let (restored, restored_clock) = manual_index(4, TTL);
+    restored.restore(&original.snapshot()).unwrap();
+    for _ in 0..8 {
+        for q in queries() {
+            assert_eq!(
+                restored.find_matches_for_request(&q).scores,
+                original.find_matches_for_request(&q).scores
+            );
+        }
+        clock.advance(Duration::from_secs(10));
+        restored_clock.advance(Duration::from_secs(10));
+    }
+}

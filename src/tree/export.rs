@@ -1,10 +1,13 @@
 //! Reading the whole tree out (dump, snapshot) and putting entries back (restore).
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
-use super::Tree;
+use super::{node, Holder, Tree};
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
+use crate::hash::SeqChain;
 use crate::slot::{Slot, SlotOwners};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
@@ -104,7 +107,8 @@ impl Tree {
     }
 
     /// Puts one entry back with the given claim (merged into an existing one), at the
-    /// parent and depth the row names. Returns whether an entry was added.
+    /// parent and depth the row names. Returns whether an entry was added. Finds go on
+    /// bisecting only if the entry [keeps holder sets nested](Self::keeps_nesting).
     pub(crate) fn restore_entry(
         &self,
         slot: Slot,
@@ -112,9 +116,132 @@ impl Tree {
         claim: Claim,
         guard: &Guard,
     ) -> bool {
-        self.not_nested();
+        if self.nested.load(Relaxed) && !self.keeps_nesting(slot, row, claim, guard) {
+            self.not_nested();
+        }
         self.upsert_locked(
             slot, row.seq, row.parent, row.local, row.depth, claim, guard,
         )
+    }
+
+    /// Whether `slot`'s holder sets stay nested once `claim` is restored on `row`'s block,
+    /// restores coming parents first (by depth): the claim is approximate; the block is
+    /// where the chain of local hashes puts it (block 0's sequence hash is its local hash,
+    /// a deeper one's is its parent's chained with its own), at the depth the row names
+    /// (its parent's plus one); and the slot's claim on the parent lasts at least as long
+    /// as its claim on the block will, so the parent cannot expire, or be evicted, while
+    /// the block is still held. A snapshot of an index that only recorded decisions
+    /// passes, so its restore keeps finds bisecting.
+    fn keeps_nesting(
+        &self,
+        slot: Slot,
+        row: &LiveEntry<impl Sized>,
+        claim: Claim,
+        guard: &Guard,
+    ) -> bool {
+        if claim.exact {
+            return false;
+        }
+        let existing = self.nodes.get(&row.seq.0).map(|n| {
+            let claim = node::find(&n.holders(guard), slot).map(Holder::claim);
+            (n.depth(), claim)
+        });
+        let expiry = match existing {
+            Some((depth, _)) if depth != row.depth => return false,
+            Some((_, Some(c))) if c.exact => return false,
+            Some((_, Some(c))) => c.expiry.max(claim.expiry),
+            _ => claim.expiry,
+        };
+        if row.depth == 0 {
+            return row.seq.0 == row.local.0;
+        }
+        if SeqChain::after(Some(row.parent)).next(row.local) != row.seq {
+            return false;
+        }
+        let Some((parent_depth, parent_claim)) = self.nodes.get(&row.parent.0).map(|n| {
+            let claim = node::find(&n.holders(guard), slot).map(Holder::claim);
+            (n.depth(), claim)
+        }) else {
+            return false;
+        };
+        parent_depth.checked_add(1) == Some(row.depth)
+            && parent_claim.is_some_and(|c| c.exact || c.expiry >= expiry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{compute_seq_hashes, LocalBlockHash};
+
+    /// Restores `(block, depth, slot, claim)` rows of the chain of local hashes 1..=4 into
+    /// a fresh tree; returns whether finds may still bisect. `block` 9 names a block whose
+    /// sequence hash is not where the chain puts it.
+    fn nested_after(rows: &[(usize, u32, Slot, Claim)]) -> bool {
+        let tree = Tree::new();
+        let guard = crossbeam_epoch::pin();
+        let local: Vec<LocalBlockHash> = (1..=4).map(LocalBlockHash).collect();
+        let seq = compute_seq_hashes(&local);
+        for &(i, depth, slot, claim) in rows {
+            let (block, k) = if i == 9 {
+                (SequenceHash(99), 1)
+            } else {
+                (seq[i], i)
+            };
+            let row = LiveEntry {
+                depth,
+                worker: (),
+                seq: block,
+                parent: if k == 0 { SequenceHash(0) } else { seq[k - 1] },
+                local: local[k],
+                exact: claim.exact,
+                ttl_left: 0,
+            };
+            tree.restore_entry(slot, &row, claim, &guard);
+        }
+        tree.nested.load(Relaxed)
+    }
+
+    #[test]
+    fn restores_keep_finds_bisecting_only_while_holder_sets_stay_nested() {
+        let a = Claim::approx;
+        // Parents held at least as long as their children, by two slots: nested.
+        let chain = [
+            (0, 0, 1, a(40)),
+            (1, 1, 1, a(30)),
+            (2, 2, 1, a(30)),
+            (3, 3, 1, a(20)),
+        ];
+        assert!(nested_after(&chain));
+        assert!(nested_after(&[
+            chain[0],
+            (0, 0, 2, a(9)),
+            chain[1],
+            (1, 1, 2, a(9))
+        ]));
+        // A child outliving its parent's claim.
+        assert!(!nested_after(&[chain[0], (1, 1, 1, a(41))]));
+        // The parent held by another slot only.
+        assert!(!nested_after(&[chain[0], (1, 1, 2, a(10))]));
+        // No parent at all.
+        assert!(!nested_after(&[(1, 1, 1, a(10))]));
+        // An exact claim.
+        assert!(!nested_after(&[(
+            0,
+            0,
+            1,
+            Claim {
+                exact: true,
+                expiry: 0
+            }
+        )]));
+        // A depth that is not the parent's plus one, or a first block one deeper.
+        assert!(!nested_after(&[chain[0], (1, 2, 1, a(10))]));
+        assert!(!nested_after(&[(1, 0, 1, a(10))]));
+        // A block whose sequence hash is not its parent's chained with its local hash.
+        assert!(!nested_after(&[chain[0], (9, 1, 1, a(10))]));
+        // A second claim merged into an existing one is checked as merged.
+        assert!(!nested_after(&[chain[0], chain[1], (1, 1, 1, a(45))]));
+        assert!(nested_after(&[chain[0], chain[1], (1, 1, 1, a(35))]));
     }
 }

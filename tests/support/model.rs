@@ -22,6 +22,8 @@
 //! - `removed(w, hashes)` (a KV `Removed` event): each hash is translated as above (the
 //!   engine's name forgotten), and the worker's entry there is removed, both claims.
 //! - An entry is *live* at `now` if exact or `now < expiry` (always, for never-TTLs).
+//!   Dumps and snapshots give it `expiry - now` left, at least 1 ns while its approximate
+//!   claim is live (a never-TTL claim stays live past its expiry), 0 once it is not.
 //! - `scores(now, local)`: for each registered worker, the length of the leading run of
 //!   the query's sequence hashes it holds live; workers with a run of 0 are absent.
 //! - `remove_worker(w)` (and a `Cleared` event): the worker's entries read as absent;
@@ -178,6 +180,17 @@ impl Model {
 
     fn live(&self, claim: Claim, now: u64) -> bool {
         claim.exact || claim.expiry > self.read_time(now)
+    }
+
+    /// What a dump or snapshot at `now` says is left of `claim`'s approximate part: none
+    /// if it is not live then, at least 1 ns if it is (a never-TTL claim older than 2^62
+    /// ns is live with its expiry before `now`).
+    fn ttl_left(&self, claim: Claim, now: u64) -> u64 {
+        if claim.expiry > self.read_time(now) {
+            claim.expiry.saturating_sub(now).max(1)
+        } else {
+            0
+        }
     }
 
     fn register(&mut self, worker: WorkerId) -> Reg {
@@ -540,7 +553,7 @@ impl Model {
             .map(|((w, seq), e)| {
                 let node = self.nodes[&seq];
                 let parent = node.parent.unwrap_or(0);
-                let left = e.expiry.saturating_sub(now);
+                let left = self.ttl_left(e, now);
                 (w, seq, parent, node.depth, node.local, e.exact, left)
             })
             .collect();
@@ -658,7 +671,7 @@ impl Model {
     pub fn live_entries(&self, now: u64) -> BTreeMap<(WorkerId, u64), Option<u64>> {
         self.registered()
             .filter(|(_, e)| self.live(*e, now))
-            .map(|(key, e)| (key, (!e.exact).then(|| e.expiry.saturating_sub(now))))
+            .map(|(key, e)| (key, (!e.exact).then(|| self.ttl_left(e, now))))
             .collect()
     }
 
