@@ -231,7 +231,7 @@ fn a_restored_claim_outliving_its_parent_ends_the_leading_run_there() {
 
 /// The snapshot of an index that only recorded decisions restores into one whose finds
 /// answer as the original's do at every later time, as the claims expire one decision
-/// after another (the restored index may go on bisecting: see `tree/export.rs`).
+/// after another (the restored index may go on galloping: see `tree/export.rs`).
 #[test]
 fn a_restored_index_of_decisions_answers_like_the_original_as_claims_expire() {
     let (original, clock) = manual_index(4, TTL);

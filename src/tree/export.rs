@@ -108,7 +108,7 @@ impl Tree {
 
     /// Puts one entry back with the given claim (merged into an existing one), at the
     /// parent and depth the row names. Returns whether an entry was added. Finds go on
-    /// bisecting only if the entry [keeps holder sets nested](Self::keeps_nesting).
+    /// galloping only if the entry [keeps holder sets nested](Self::keeps_nesting).
     pub(crate) fn restore_entry(
         &self,
         slot: Slot,
@@ -131,7 +131,7 @@ impl Tree {
     /// (its parent's plus one); and the slot's claim on the parent lasts at least as long
     /// as its claim on the block will, so the parent cannot expire, or be evicted, while
     /// the block is still held. A snapshot of an index that only recorded decisions
-    /// passes, so its restore keeps finds bisecting.
+    /// passes, so its restore keeps finds galloping.
     fn keeps_nesting(
         &self,
         slot: Slot,
@@ -175,7 +175,7 @@ mod tests {
     use crate::{compute_seq_hashes, LocalBlockHash};
 
     /// Restores `(block, depth, slot, claim)` rows of the chain of local hashes 1..=4 into
-    /// a fresh tree; returns whether finds may still bisect. `block` 9 names a block whose
+    /// a fresh tree; returns whether finds may still gallop. `block` 9 names a block whose
     /// sequence hash is not where the chain puts it.
     fn nested_after(rows: &[(usize, u32, Slot, Claim)]) -> bool {
         let tree = Tree::new();
@@ -203,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn restores_keep_finds_bisecting_only_while_holder_sets_stay_nested() {
+    fn restores_keep_finds_galloping_only_while_holder_sets_stay_nested() {
         let a = Claim::approx;
         // Parents held at least as long as their children, by two slots: nested.
         let chain = [

@@ -2,9 +2,9 @@
 //!
 //! While holder sets are *nested* (every worker's live entries along a prompt form a
 //! prefix: decisions cover prompts from block 0, claims only move later, and expiry and
-//! eviction take the deepest blocks first), the find bisects: it probes the last block,
-//! which settles every worker holding the whole query, then bisects to each block where
-//! some remaining worker drops out. Otherwise (after exact KV events or restores) it walks block by
+//! eviction take the deepest blocks first), the find probes the last block, which settles
+//! every worker holding the whole query, then gallops and bisects to each block where some
+//! remaining worker drops out. Otherwise (after exact KV events or restores) it walks block by
 //! block. See `docs/design.md`.
 
 use std::cell::RefCell;
@@ -111,7 +111,7 @@ impl Tree {
         });
     }
 
-    /// The bisecting find, for nested holder sets.
+    /// The galloping find, for nested holder sets.
     fn find_nested<W: WorkerKey>(
         &self,
         query: Query<'_>,
@@ -143,10 +143,11 @@ impl Tree {
         // Holder sets shrink with depth (`nested`): a worker holding the last block holds
         // them all, and one holding block k holds blocks 0..=k. So one probe of the last
         // block settles every worker that holds the whole query (a system prompt shared by
-        // a fleet, a conversation's worker), and each other drop-out point is found by
-        // bisecting between the deepest block all remaining workers hold (`lo`) and the
-        // shallowest one some of them miss (`hi`, whose holders the bisection keeps, so
-        // the drop-outs there need no second probe).
+        // a fleet, the worker a conversation went to). Each other drop-out point is found
+        // by galloping forward from the deepest block all remaining workers hold (`lo`:
+        // 1, 2, 4, ... blocks on, through the shallow blocks many queries share, which
+        // stay in cache), then bisecting up to the shallowest block some of them miss
+        // (`hi`, whose holders are kept, so the drop-outs there need no second probe).
         if n == 1 {
             for &(_, worker) in active.iter() {
                 report(out, worker, 1);
@@ -154,12 +155,28 @@ impl Tree {
             return;
         }
         let last = probe(n - 1);
+        if all_kept(active, &last, now) {
+            for &(_, worker) in active.iter() {
+                report(out, worker, n as u32);
+            }
+            return;
+        }
         retain_missing(active, &last, now, |worker| report(out, worker, n as u32));
         let mut lo = 0;
         while !active.is_empty() {
             // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
             // block `hi`'s holders (`None`: the last block's).
             let (mut hi, mut at_hi) = (n - 1, None);
+            let mut step = 1;
+            while lo + step < hi {
+                let holders = probe(lo + step);
+                if all_kept(active, &holders, now) {
+                    lo += step;
+                    step *= 2;
+                } else {
+                    (hi, at_hi) = (lo + step, Some(holders));
+                }
+            }
             while hi - lo > 1 {
                 let mid = lo + (hi - lo) / 2;
                 let holders = probe(mid);

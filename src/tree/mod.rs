@@ -34,7 +34,7 @@ const SHARDS: usize = 128;
 pub(crate) struct Tree {
     nodes: DashMap<u64, Node, IdBuildHasher>,
     /// True while every worker's live entries along any prompt form a prefix (holder sets
-    /// shrink with depth), which lets find bisect. Cleared for good by anything that can
+    /// shrink with depth), which lets find gallop. Cleared for good by anything that can
     /// break it: KV events, restores, and decisions whose sequence hashes are not the
     /// chain of their local hashes.
     pub(crate) nested: std::sync::atomic::AtomicBool,
@@ -73,7 +73,7 @@ impl Tree {
         }
     }
 
-    /// Finds stop bisecting from now on (see [`Tree::nested`]).
+    /// Finds stop galloping from now on (see [`Tree::nested`]).
     pub(crate) fn not_nested(&self) {
         self.nested.store(false, Relaxed);
     }
