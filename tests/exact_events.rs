@@ -157,3 +157,26 @@ fn events_for_unknown_workers_are_harmless() {
     assert_eq!(index.stats().entries, 2);
     assert_eq!(index.stats().workers, 1);
 }
+
+/// A worker's exact entry below an approximate one outlives it: once the approximate claim
+/// expires, the worker holds the blocks before and after it but not the one in the middle,
+/// and its leading run stops there. (A find that took holding the last block for holding
+/// every block before it would answer 3.)
+#[test]
+fn an_exact_block_below_an_expired_decision_does_not_extend_the_leading_run() {
+    let (index, clock) = manual_index(2, TTL);
+    let query = tokens(0, 6);
+    let (_, seq) = hashes(&query);
+    index.process_routing_decision_for_request(&query[..4], 1);
+    // The first block becomes exact too; the third is stored exactly below the second.
+    index.apply_event(&stored(1, None, &query[..2], 0));
+    index.apply_event(&stored(1, Some(seq[1]), &query, 2));
+    assert_eq!(index.find_matches_for_request(&query).scores[&1], 3);
+    clock.advance(TTL * 2);
+    assert_eq!(index.find_matches_for_request(&query).scores[&1], 1);
+    assert_eq!(index.find_matches_by_sequence(&seq).scores[&1], 1);
+    // Another worker's decisions afterwards change nothing for worker 1.
+    index.process_routing_decision_for_request(&query, 2);
+    let scores = index.find_matches_for_request(&query).scores;
+    assert_eq!((scores[&1], scores[&2]), (1, 3));
+}

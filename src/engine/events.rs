@@ -48,7 +48,6 @@ impl Engine {
     }
 
     fn stored<W: WorkerKey>(&self, worker: W, data: &KvCacheStoreData) {
-        self.tree.not_nested();
         let guard = epoch::pin();
         let parent = match data.parent_hash {
             None => None,
@@ -102,6 +101,9 @@ impl Engine {
                 ))
             })
             .collect();
+        if !self.keeps_nesting(slot, parent, blocks.iter().map(|b| b.0.claim), &guard) {
+            self.tree.not_nested();
+        }
         for (block, engine_hash) in &blocks {
             if block.claim.exact && *engine_hash != block.seq {
                 self.workers.map_engine_hash(slot, *engine_hash, block.seq);
@@ -116,6 +118,35 @@ impl Engine {
         }
         self.enforce_caps(slot, added, None, &guard);
         self.workers.end_write(slot, write);
+    }
+
+    /// Whether storing `claims` for `slot` on a chain after `parent` (its blocks placed by
+    /// the chain, so each one deeper than the last) keeps holder sets nested, so that finds
+    /// may go on galloping: every claim approximate and none outliving the one before it
+    /// (nor the slot's claim on the parent). A replayed dump of an index that only recorded
+    /// decisions passes (one block per event, parents first); an engine's exact `Stored`
+    /// does not, since exact claims outlive the approximate ones above them.
+    fn keeps_nesting(
+        &self,
+        slot: Slot,
+        parent: Option<SequenceHash>,
+        claims: impl Iterator<Item = Claim>,
+        guard: &epoch::Guard,
+    ) -> bool {
+        let mut above = match parent {
+            None => u64::MAX,
+            Some(parent) => match self.tree.claim_of(parent, slot, guard) {
+                Some(c) if !c.exact => c.expiry,
+                _ => return false,
+            },
+        };
+        for claim in claims {
+            if claim.exact || claim.expiry > above {
+                return false;
+            }
+            above = claim.expiry;
+        }
+        true
     }
 
     /// A walk of `slot`'s claims from `leaf` at `expiry` that comes from the past: a
@@ -164,4 +195,95 @@ fn in_our_hashes(parent: SequenceHash, data: &KvCacheStoreData) -> bool {
     data.blocks
         .first()
         .is_some_and(|b| SeqChain::after(Some(parent)).next(b.tokens_hash) == b.block_hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::events::KvCacheStoredBlockData;
+    use crate::{Builder, LocalBlockHash, ManualClock, WorkerId};
+
+    fn engine(clock: &Arc<ManualClock>) -> Engine {
+        let b = Builder::default()
+            .block_size(1)
+            .ttl(Duration::from_secs(100))
+            .clock(clock.clone())
+            .background_sweeper(false);
+        Engine::new(&b)
+    }
+
+    fn record(engine: &Engine, worker: WorkerId, blocks: &[u64]) {
+        let local: Vec<LocalBlockHash> = blocks.iter().map(|&b| LocalBlockHash(b)).collect();
+        let seq = crate::compute_seq_hashes(&local);
+        engine.record(worker, &local, &seq);
+    }
+
+    /// One `Stored` event of `worker` for `blocks` (tokens hashes) chained after `parent`,
+    /// each with the given TTL left (`None`: exact).
+    fn store(
+        engine: &Engine,
+        worker: WorkerId,
+        parent: Option<u64>,
+        blocks: &[(u64, Option<u64>)],
+    ) {
+        let mut chain = SeqChain::after(parent.map(SequenceHash));
+        let blocks = blocks
+            .iter()
+            .map(|&(local, left)| KvCacheStoredBlockData {
+                block_hash: chain.next(LocalBlockHash(local)),
+                tokens_hash: LocalBlockHash(local),
+                expires_in: left.map(Duration::from_secs),
+            })
+            .collect();
+        engine.apply_event(&RouterEvent {
+            worker_id: worker,
+            event_id: 0,
+            data: KvCacheEventData::Stored(KvCacheStoreData {
+                parent_hash: parent.map(SequenceHash),
+                blocks,
+            }),
+        });
+    }
+
+    #[test]
+    fn replaying_a_dump_of_decisions_keeps_finds_galloping_and_exact_events_stop_it() {
+        let clock = Arc::new(ManualClock::new());
+        let original = engine(&clock);
+        record(&original, 1, &[1, 2, 3, 4]);
+        clock.advance(Duration::from_secs(10));
+        record(&original, 2, &[1, 2]);
+        record(&original, 1, &[1, 2, 5]);
+        let replayed = engine(&clock);
+        for event in original.dump::<WorkerId>() {
+            replayed.apply_event(&event);
+        }
+        assert!(replayed.tree.nested.load(Relaxed));
+        assert_eq!(replayed.dump::<WorkerId>(), original.dump::<WorkerId>());
+
+        let first = crate::compute_seq_hashes(&[LocalBlockHash(1)])[0].0;
+        // A replayed claim on a parent the worker holds, lasting no longer: still nested.
+        store(&replayed, 2, Some(first), &[(7, Some(50)), (8, Some(40))]);
+        assert!(replayed.tree.nested.load(Relaxed));
+        // One outliving the block before it in the event, or the parent: no longer.
+        let outliving = engine(&clock);
+        record(&outliving, 1, &[1]);
+        store(&outliving, 1, Some(first), &[(7, Some(50)), (8, Some(60))]);
+        assert!(!outliving.tree.nested.load(Relaxed));
+        let above_parent = engine(&clock);
+        record(&above_parent, 1, &[1]);
+        clock.advance(Duration::from_secs(5));
+        store(&above_parent, 1, Some(first), &[(7, Some(100))]);
+        assert!(!above_parent.tree.nested.load(Relaxed));
+        // A parent the worker does not hold, and an exact claim.
+        let orphan = engine(&clock);
+        record(&orphan, 1, &[1]);
+        store(&orphan, 2, Some(first), &[(7, Some(10))]);
+        assert!(!orphan.tree.nested.load(Relaxed));
+        store(&replayed, 3, None, &[(9, None)]);
+        assert!(!replayed.tree.nested.load(Relaxed));
+    }
 }
