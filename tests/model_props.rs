@@ -20,9 +20,21 @@ fn worker() -> impl Strategy<Value = WorkerId> {
     prop_oneof![4 => 0u64..4, 1 => Just(u64::MAX)]
 }
 
-/// Prompts over a 3-token alphabet, so they share prefixes often.
+/// Three prompts sharing prefixes of 4 and 8 tokens.
+const PROMPTS: [[u32; 20]; 3] = [
+    [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1],
+    [0, 1, 2, 0, 1, 2, 0, 1, 1, 1, 0, 0, 2, 2, 1, 1, 0, 0, 2, 2],
+    [0, 1, 2, 0, 2, 2, 2, 0, 0, 0, 1, 1, 1, 2, 2, 2, 0, 0, 0, 1],
+];
+
+/// Prompts over a 3-token alphabet, so they share prefixes often; half of them prefixes
+/// of [`PROMPTS`], so that decisions, events and finds meet on long shared prefixes (an
+/// exact block below a decision's, a hole in the middle of a worker's chain).
 fn tokens() -> impl Strategy<Value = Vec<u32>> {
-    prop::collection::vec(0u32..3, 0..20)
+    prop_oneof![
+        prop::collection::vec(0u32..3, 0..20),
+        (0usize..3, 0usize..=20).prop_map(|(p, len)| PROMPTS[p][..len].to_vec()),
+    ]
 }
 
 fn local() -> impl Strategy<Value = Vec<LocalBlockHash>> {
@@ -77,6 +89,24 @@ fn events(block_size: u32) -> impl Strategy<Value = Op> {
             Op::Removed { worker, seq }
         }),
         1 => worker().prop_map(Op::Cleared),
+    ]
+}
+
+/// Decisions, finds and `Stored` events on prefixes of [`PROMPTS`] only, clock steps
+/// within about a TTL, and dump replays (whose `Stored` events carry TTLs left).
+fn stored_and_recorded(block_size: u32, ttl: u64) -> impl Strategy<Value = Op> {
+    let shared = || (0usize..3, 0usize..=20).prop_map(|(p, len)| PROMPTS[p][..len].to_vec());
+    let run = move || (worker(), shared(), 0usize..8, 0usize..8);
+    prop_oneof![
+        3 => (worker(), shared()).prop_map(|(worker, tokens)| Op::Record { worker, tokens, salt: 0 }),
+        3 => run().prop_map(move |(worker, tokens, from, to)| {
+            let (local, seq, parent) = blocks(&tokens, block_size, from, to);
+            Op::Stored { worker, parent, local, seq }
+        }),
+        4 => shared().prop_map(|tokens| Op::Find { tokens, salt: 0 }),
+        2 => (0u64..=1500).prop_map(move |permille| Op::Advance(ttl.min(1 << 50) * permille / 1000 + 1)),
+        1 => Just(Op::ReplayDump),
+        1 => Just(Op::SnapshotRestore),
     ]
 }
 
@@ -219,6 +249,20 @@ proptest! {
     /// Decisions and exact KV events (`Stored`, `Removed`, `Cleared`) mixed.
     #[test]
     fn index_matches_model_with_kv_events(((block, ttl, tick), ops) in scenario(false, true, 60)) {
+        run(block, ttl, tick, false, &ops);
+    }
+
+    /// Decisions, `Stored` events (exact, or replayed with a TTL left) and finds on a few
+    /// prompts sharing long prefixes, with no `Removed` events: exact blocks land below and
+    /// beside approximate ones and outlive them, leaving holes in workers' chains, which
+    /// finds must stop at (a find that gallops over a hole answers too long a run).
+    #[test]
+    fn exact_blocks_below_decisions_end_runs_where_decisions_expire(
+        ((block, ttl, tick), ops) in settings().prop_flat_map(|s| {
+            let ops = prop::collection::vec(stored_and_recorded(s.0, s.1), 1..40);
+            (Just(s), ops)
+        })
+    ) {
         run(block, ttl, tick, false, &ops);
     }
 

@@ -351,7 +351,27 @@ impl Harness {
                     })
                     .collect();
                 let want = self.model.snapshot(now);
-                assert_eq!(got, want, "snapshot at t={now}");
+                if self.settings.background {
+                    // A block stored below a parent whose node is gone gets depth 1 (its
+                    // position is unknown); with the sweeper reclaiming nodes on its own
+                    // time, whether the parent's node was still there is not the model's
+                    // to say: compare everything but depths.
+                    let without_depth = |rows: &[(u64, u64, u64, u32, u64, bool, u64)]| {
+                        let mut rows: Vec<_> = rows
+                            .iter()
+                            .map(|&(w, b, p, _, l, x, t)| (w, b, p, l, x, t))
+                            .collect();
+                        rows.sort_unstable();
+                        rows
+                    };
+                    assert_eq!(
+                        without_depth(&got),
+                        without_depth(&want),
+                        "snapshot at t={now}"
+                    );
+                } else {
+                    assert_eq!(got, want, "snapshot at t={now}");
+                }
                 self.saved = Some((snapshot, want));
             }
             Op::RestoreSaved => {
