@@ -4,8 +4,8 @@
 //! prefix: decisions cover prompts from block 0, claims only move later, and expiry and
 //! eviction take the deepest blocks first), the find probes the last block, which settles
 //! every worker holding the whole query, then gallops and bisects to each block where some
-//! remaining worker drops out. Otherwise (after exact KV events or restores) it walks block by
-//! block. See `docs/design.md`.
+//! remaining worker drops out. Otherwise (after KV events, restores or dump replays that
+//! could break nesting) it walks block by block. See `docs/design.md`.
 
 use std::cell::RefCell;
 
