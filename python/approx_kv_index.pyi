@@ -5,8 +5,10 @@ from collections.abc import Iterable
 from typing_extensions import Buffer as _Buffer  # only for type checkers
 
 Tokens = Iterable[int] | _Buffer
-"""A prompt's tokens: any iterable of ints from 0 to 2**32 - 1, a buffer of uint32
-(NumPy ``uint32`` array, ``array('I')``), or bytes of native-endian 4-byte tokens."""
+"""A prompt's tokens: any iterable of ints from 0 to 2**32 - 1 (NumPy arrays of any integer
+type, ``uint8`` and ``array('B')`` included: one token per element), a buffer of uint32
+(NumPy ``uint32`` array, ``array('I')``), or ``bytes``/``bytearray`` (or a ``memoryview``
+of bytes) of native-endian 4-byte tokens."""
 
 class ApproxKvIndexer:
     """An approximate index of which worker probably caches which prompt prefix, learned
@@ -49,7 +51,8 @@ class ApproxKvIndexer:
         self, tokens: Tokens, lora: str | None = None
     ) -> tuple[dict[int, int], dict[int, int]]:
         """``(scores, tree_sizes)``: ``find``'s scores, and the blocks each of those
-        workers holds in the whole index (summed over its ranks)."""
+        workers holds in the whole index (summed over all its ranks, those that hold none
+        of the prompt included)."""
 
     def find_ranks(
         self, tokens: Tokens, lora: str | None = None

@@ -489,6 +489,28 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         self.replication.share(action);
     }
 
+    /// The (block, worker) entries `worker` holds, all its ranks together (0 for a worker
+    /// the index does not know): what [`OverlapScores::tree_sizes`](crate::OverlapScores)
+    /// reports for one key, summed over the worker's ranks, including ranks that hold none
+    /// of a query. Like `tree_sizes`, it counts entries stored and not yet reclaimed.
+    ///
+    /// ```
+    /// use approx_kv_index::{ApproxKvIndexer, WorkerWithDpRank};
+    /// let index = ApproxKvIndexer::builder()
+    ///     .block_size(2)
+    ///     .build_for::<WorkerWithDpRank>()
+    ///     .unwrap();
+    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], WorkerWithDpRank::new(7, 0));
+    /// index.process_routing_decision_for_request(&[9, 9], WorkerWithDpRank::new(7, 1));
+    /// assert_eq!(index.worker_entries(7), 3);
+    /// let found = index.find_matches_for_request(&[1, 2]);
+    /// assert_eq!(found.tree_sizes[&WorkerWithDpRank::new(7, 0)], 2); // rank 0 only
+    /// assert_eq!(index.worker_entries(8), 0);
+    /// ```
+    pub fn worker_entries(&self, worker: WorkerId) -> usize {
+        self.inner.workers.entries_of_worker(worker)
+    }
+
     /// Forgets one key: for [`WorkerWithDpRank`](crate::WorkerWithDpRank), one rank of a
     /// worker (the others stay); for plain ids, the same as
     /// [`remove_worker`](Self::remove_worker).

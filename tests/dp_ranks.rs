@@ -75,3 +75,27 @@ fn plain_ids_are_rank_zero() {
     index.remove_worker_key(7);
     assert!(index.find_matches_for_request(&[1, 2]).scores.is_empty());
 }
+
+/// `worker_entries` sums every rank of a worker, those holding none of a query included,
+/// and follows removals of one rank or of the whole worker.
+#[test]
+fn worker_entries_sum_every_rank() {
+    let index = ranked();
+    let r = |w, d| WorkerWithDpRank::new(w, d);
+    index.process_routing_decision_for_request(&[1, 2, 3, 4], r(1, 0));
+    index.process_routing_decision_for_request(&[7, 7, 8, 8, 9, 9], r(1, 3));
+    index.process_routing_decision_for_request(&[1, 2], r(2, 0));
+    let found = index.find_matches_for_request(&[1, 2, 3, 4]);
+    assert!(!found.scores.contains_key(&r(1, 3)));
+    assert_eq!(index.worker_entries(1), 5);
+    assert_eq!(index.worker_entries(2), 1);
+    assert_eq!(index.worker_entries(3), 0);
+    index.remove_worker_key(r(1, 0));
+    assert_eq!(index.worker_entries(1), 3);
+    index.remove_worker(1);
+    assert_eq!(index.worker_entries(1), 0);
+    // A plain index: the worker's one key.
+    let plain = ApproxKvIndexer::new(2, Duration::from_secs(60)).unwrap();
+    plain.process_routing_decision_for_request(&[1, 2, 3, 4], 5);
+    assert_eq!(plain.worker_entries(5), 2);
+}

@@ -1,6 +1,8 @@
 //! The `ApproxKvIndexer` Python class: the Rust index keyed by (worker, data-parallel rank).
 //! Every method converts its arguments first, then releases the GIL while the index runs.
 
+use std::collections::HashMap;
+
 use approx_kv_index::{ApproxKvIndexer, HashSalt, OverlapScores, Snapshot, WorkerWithDpRank};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -8,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::args::{capacity, positive_seconds, u32_arg, u64_arg};
 use crate::hashing::block_size_arg;
-use crate::scores::{by_rank, by_worker, Merge};
+use crate::scores::{by_rank, by_worker};
 use crate::tokens::tokens;
 
 type Index = ApproxKvIndexer<WorkerWithDpRank>;
@@ -98,11 +100,12 @@ impl PyIndexer {
         lora: Option<&str>,
     ) -> PyResult<Py<PyDict>> {
         let found = self.scores(py, tokens, lora)?;
-        by_worker(py, &found.scores, Merge::Max)
+        by_worker(py, &found.scores)
     }
 
     /// As `find`, with the tree sizes: `(scores, tree_sizes)`, where `tree_sizes[w]` is the
-    /// blocks worker `w` holds in the whole index (summed over its ranks).
+    /// blocks worker `w` holds in the whole index (summed over all its ranks, those that
+    /// hold none of the prompt included).
     #[pyo3(signature = (tokens, lora=None))]
     fn find_with_sizes(
         &self,
@@ -110,11 +113,24 @@ impl PyIndexer {
         tokens: &Bound<'_, PyAny>,
         lora: Option<&str>,
     ) -> PyResult<(Py<PyDict>, Py<PyDict>)> {
-        let found = self.scores(py, tokens, lora)?;
-        Ok((
-            by_worker(py, &found.scores, Merge::Max)?,
-            by_worker(py, &found.tree_sizes, Merge::Sum)?,
-        ))
+        let tokens = self::tokens(tokens)?;
+        let salt = HashSalt::new(lora, None);
+        let (found, sizes) = py.detach(|| {
+            let found = self.index.find_matches_for_request_salted(&tokens, salt);
+            let mut workers: Vec<u64> = found.scores.keys().map(|k| k.worker_id).collect();
+            workers.sort_unstable();
+            workers.dedup();
+            let sizes: HashMap<u64, usize> = workers
+                .into_iter()
+                .map(|w| (w, self.index.worker_entries(w)))
+                .collect();
+            (found, sizes)
+        });
+        let size_dict = PyDict::new(py);
+        for (worker, size) in sizes {
+            size_dict.set_item(worker, size)?;
+        }
+        Ok((by_worker(py, &found.scores)?, size_dict.unbind()))
     }
 
     /// As `find_with_sizes`, keyed by `(worker, dp_rank)`: each rank is a cache of its own.

@@ -1,4 +1,4 @@
-//! A find's answer as Python dicts: keyed by worker id (ranks merged) or by
+//! A find's answer as Python dicts: keyed by worker id (the best rank) or by
 //! `(worker, dp_rank)`.
 
 use std::collections::HashMap;
@@ -8,20 +8,11 @@ use approx_kv_index::WorkerWithDpRank;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// How the values of one worker's ranks combine.
-#[derive(Clone, Copy)]
-pub(crate) enum Merge {
-    /// The best rank (scores: the longest cached prefix on any one cache).
-    Max,
-    /// All ranks together (tree sizes: blocks held by the worker).
-    Sum,
-}
-
-/// `{worker_id: value}`, the values of each worker's ranks merged by `merge`.
+/// `{worker_id: value}`: the best of each worker's ranks (for scores, the longest cached
+/// prefix on any one of its caches).
 pub(crate) fn by_worker<V, S>(
     py: Python<'_>,
     map: &HashMap<WorkerWithDpRank, V, S>,
-    merge: Merge,
 ) -> PyResult<Py<PyDict>>
 where
     V: Copy,
@@ -33,12 +24,7 @@ where
         let value = wide(value);
         merged
             .entry(key.worker_id)
-            .and_modify(|v| {
-                *v = match merge {
-                    Merge::Max => (*v).max(value),
-                    Merge::Sum => v.saturating_add(value),
-                }
-            })
+            .and_modify(|v| *v = (*v).max(value))
             .or_insert(value);
     }
     let dict = PyDict::new(py);

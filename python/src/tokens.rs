@@ -5,16 +5,16 @@
 //! | input | how it is read |
 //! |---|---|
 //! | a buffer of 4-byte unsigned ints in native byte order (NumPy `uint32`, `array('I')`, `memoryview.cast('I')`) | the buffer protocol, one `memcpy` (strided arrays too) |
-//! | a byte buffer (`bytes`, `bytearray`, `memoryview`) | native-endian 4-byte tokens, as `array('I').tobytes()` writes them; a length that is not a multiple of 4 is a `ValueError` |
+//! | `bytes`, `bytearray`, or a `memoryview` of bytes | native-endian 4-byte tokens, as `array('I').tobytes()` writes them; a length that is not a multiple of 4 is a `ValueError` |
 //! | a list or tuple of ints | `array('I', tokens)` (a C loop), then one `memcpy`; if it refuses an element, as below to name it |
-//! | any other iterable of ints (`range`, generators, NumPy arrays of other integer types or byte order) | element by element: a non-int is a `TypeError`, an int outside 0..=2^32-1 a `ValueError` naming its position |
+//! | any other iterable of ints (`range`, generators, NumPy arrays of other integer types or byte order, `uint8` ones and `array('B')` included: one token per element) | element by element: a non-int is a `TypeError`, an int outside 0..=2^32-1 a `ValueError` naming its position |
 //! | `str`, `None`, a number | `TypeError` |
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple};
 
 use crate::args::{type_name, u32_arg};
 
@@ -38,16 +38,28 @@ pub(crate) fn tokens(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
     match PyBuffer::<u32>::get(obj) {
         Ok(buf) if native_order(buf.format()) => return one_dimensional(&buf)?.to_vec(py),
         Ok(_) => {} // another byte order: read element by element below
-        Err(_) => {
+        // Raw 4-byte tokens come only as bytes, a bytearray or a memoryview; any other
+        // buffer of bytes (a NumPy `uint8` array, `array('B')`) holds one small token per
+        // element, read below.
+        Err(_) if is_bytes_like(obj) => {
             if let Ok(buf) = PyBuffer::<u8>::get(obj) {
                 return from_bytes(&one_dimensional(&buf)?.to_vec(py)?);
             }
         }
+        Err(_) => {}
     }
     let Ok(items) = obj.try_iter() else {
         return Err(not_tokens(obj));
     };
     ints(obj.len().unwrap_or(0), items)
+}
+
+/// Whether `obj` is `bytes`, a `bytearray` or a `memoryview`: what holds tokens as raw
+/// native-endian bytes.
+fn is_bytes_like(obj: &Bound<'_, PyAny>) -> bool {
+    obj.is_instance_of::<PyBytes>()
+        || obj.is_instance_of::<PyByteArray>()
+        || obj.is_instance_of::<PyMemoryView>()
 }
 
 /// `array.array('I', obj)`: the ints of a list or tuple as native `unsigned int`s.

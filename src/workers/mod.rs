@@ -168,6 +168,18 @@ impl Workers {
         self.alive::<WorkerWithDpRank>(slot).is_some()
     }
 
+    /// Entries stored for every rank of `worker` together (0 if it is unknown). The ranks'
+    /// slots are copied out before their counts are read (no map guard is held across
+    /// another call).
+    pub(crate) fn entries_of_worker(&self, worker: WorkerId) -> usize {
+        let slots: Vec<Slot> = self
+            .ids
+            .get(&worker)
+            .map(|ranks| ranks.iter().map(|&(_, slot)| slot).collect())
+            .unwrap_or_default();
+        slots.into_iter().map(|slot| self.entries(slot)).sum()
+    }
+
     /// Registered worker keys (each rank counts).
     pub(crate) fn len(&self) -> usize {
         self.ids.iter().map(|r| r.len()).sum()
