@@ -184,8 +184,10 @@ impl Builder {
     }
 
     /// This router replica's id among replicas sharing decisions (see
-    /// [`replication`](crate::replication)); by default a random one. Decisions from this
-    /// id are never applied here, so give every replica its own.
+    /// [`replication`](crate::replication)); by default a random one. Decisions this index
+    /// takes itself carry it, and decisions from this id numbered from its creation on are
+    /// skipped as its own; earlier ones (a replica restarted with its id) are applied. Give
+    /// every live replica its own id: two sharing one would skip each other's decisions.
     pub fn replica_id(mut self, id: u64) -> Self {
         self.replica_id = Some(id);
         self

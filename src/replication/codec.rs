@@ -20,7 +20,7 @@ const MAGIC: &[u8; 4] = b"AKVD";
 pub const VERSION: u8 = 1;
 const HEADER: usize = 4 + 1 + 1 + 8 + 8 + 8 + 8 + 4 + 4;
 const CHECKSUM: usize = 8;
-/// The longest encoding of a decision: a route of [`MAX_BLOCKS`] blocks (524,330 bytes).
+/// The longest encoding of a decision: a route of [`MAX_BLOCKS`] blocks (524,342 bytes).
 pub const MAX_ENCODED_LEN: usize = HEADER + 8 * MAX_BLOCKS + CHECKSUM;
 
 /// Why bytes are not a decision. Decoding never panics, whatever the bytes.

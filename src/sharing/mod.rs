@@ -59,7 +59,8 @@ pub struct ReplicationStats {
     /// sequence (dropped by a full outbox there, or trimmed from a transport's retained
     /// window before this replica read them).
     pub gaps: u64,
-    /// Median time from a decision to its arrival here (wall clocks of both replicas).
+    /// Median time from a decision to its arrival here (wall clocks of both replicas), over
+    /// the decisions applied (those skipped as duplicates, own or a TTL old do not count).
     pub lag_p50: Duration,
     /// 99th percentile of the same.
     pub lag_p99: Duration,
@@ -149,13 +150,17 @@ impl Replication {
             }
         }
         let age = self.wall.now().saturating_sub(decision.decided_at);
-        self.lag.record(age);
         let outcome = apply(&decision.action, age);
-        let counter = match outcome {
-            Applied::Expired => &self.expired,
-            _ => &self.applied,
+        match outcome {
+            Applied::Expired => self.expired.fetch_add(1, Relaxed),
+            _ => {
+                // Only applied decisions count in the lag: one skipped for being a TTL old
+                // (a late joiner reads many from a loosely trimmed stream) would stretch
+                // the percentiles with decisions that changed nothing here.
+                self.lag.record(age);
+                self.applied.fetch_add(1, Relaxed)
+            }
         };
-        counter.fetch_add(1, Relaxed);
         outcome
     }
 

@@ -82,8 +82,9 @@ pub enum Retention {
     MaxLen(usize),
 }
 
-/// Settings of a [`RedisSync`].
-#[derive(Debug, Clone)]
+/// Settings of a [`RedisSync`]. Its `Debug` output hides the URL's password
+/// ([`url_without_password`](Self::url_without_password)).
+#[derive(Clone)]
 pub struct RedisConfig {
     /// The server: `redis://[:PASSWORD@]HOST:PORT[/DB]`, or `rediss://...` for TLS
     /// (feature `redis-tls`).
@@ -111,7 +112,44 @@ pub struct RedisConfig {
     pub tls: RedisTls,
 }
 
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("RedisConfig");
+        d.field("url", &self.url_without_password())
+            .field("stream", &self.stream)
+            .field("retention", &self.retention)
+            .field("batch", &self.batch)
+            .field("read_block", &self.read_block)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("backoff_min", &self.backoff_min)
+            .field("backoff_max", &self.backoff_max);
+        #[cfg(feature = "redis-tls")]
+        d.field("tls", &self.tls);
+        d.finish()
+    }
+}
+
 impl RedisConfig {
+    /// The URL with its credentials (anything between `://` and the last `@`) shown as
+    /// `***`, for logs and messages.
+    ///
+    /// ```
+    /// use approx_kv_index::replication::redis::RedisConfig;
+    /// let config = RedisConfig::new("rediss://:secret@10.0.0.7:6380/0");
+    /// assert_eq!(config.url_without_password(), "rediss://***@10.0.0.7:6380/0");
+    /// assert!(!format!("{config:?}").contains("secret"));
+    /// assert_eq!(RedisConfig::new("redis://h:1").url_without_password(), "redis://h:1");
+    /// ```
+    pub fn url_without_password(&self) -> String {
+        let url = self.url.as_str();
+        match (url.find("://"), url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}***{}", &url[..scheme + 3], &url[at..])
+            }
+            _ => url.to_string(),
+        }
+    }
+
     /// The defaults, for the server at `url`.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
@@ -212,7 +250,7 @@ pub struct RedisSyncStats {
     pub gaps: u64,
     /// Connections lost or refused, by either thread.
     pub reconnects: u64,
-    /// Median of now - decision time at apply.
+    /// Median of now - decision time at apply, over the decisions applied.
     pub lag_p50: Duration,
     /// 99th percentile of the same.
     pub lag_p99: Duration,

@@ -27,7 +27,7 @@ pub fn start(
 ) -> Result<Synced, String> {
     let stream = format!("approx-kv-replay:{}:{tag}", std::process::id());
     let config = with_ca(RedisConfig::new(url).stream(stream), tls_ca)?;
-    let shown = without_password(url);
+    let shown = config.url_without_password();
     config
         .delete_stream()
         .map_err(|e| format!("cannot reset the stream at {shown}: {e}"))?;
@@ -42,16 +42,6 @@ pub fn start(
         syncs,
         config: Box::new(config),
     })
-}
-
-/// `url` with its credentials (anything between `://` and `@`) hidden, for messages.
-fn without_password(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_string(),
-    }
 }
 
 /// `config`, trusting the private CA in the PEM file `tls_ca` if one is given.
@@ -127,7 +117,8 @@ pub fn note(synced: &Synced) -> String {
 mod tests {
     #[test]
     fn messages_hide_the_password() {
-        use super::without_password as shown;
+        use approx_kv_index::replication::redis::RedisConfig;
+        let shown = |url: &str| RedisConfig::new(url).url_without_password();
         assert_eq!(
             shown("rediss://:pw@127.0.0.1:6379"),
             "rediss://***@127.0.0.1:6379"
