@@ -142,10 +142,7 @@ impl Tree {
         if claim.exact {
             return false;
         }
-        let existing = self.nodes.get(&row.seq.0).map(|n| {
-            let claim = node::find(&n.holders(guard), slot).map(Holder::claim);
-            (n.depth(), claim)
-        });
+        let existing = self.depth_and_claim(row.seq, slot, guard);
         let expiry = match existing {
             Some((depth, _)) if depth != row.depth => return false,
             Some((_, Some(c))) if c.exact => return false,
@@ -158,14 +155,24 @@ impl Tree {
         if SeqChain::after(Some(row.parent)).next(row.local) != row.seq {
             return false;
         }
-        let Some((parent_depth, parent_claim)) = self.nodes.get(&row.parent.0).map(|n| {
-            let claim = node::find(&n.holders(guard), slot).map(Holder::claim);
-            (n.depth(), claim)
-        }) else {
+        let Some((parent_depth, parent_claim)) = self.depth_and_claim(row.parent, slot, guard)
+        else {
             return false;
         };
         parent_depth.checked_add(1) == Some(row.depth)
             && parent_claim.is_some_and(|c| c.exact || c.expiry >= expiry)
+    }
+
+    /// The depth of block `seq`'s node and `slot`'s claim on it, if the node exists.
+    fn depth_and_claim(
+        &self,
+        seq: SequenceHash,
+        slot: Slot,
+        guard: &Guard,
+    ) -> Option<(u32, Option<Claim>)> {
+        let node = self.nodes.get(&seq.0)?;
+        let claim = node::find(&node.holders(guard), slot).map(Holder::claim);
+        Some((node.depth(), claim))
     }
 }
 

@@ -2,20 +2,27 @@
 
 use super::*;
 
-/// src/config.rs, `Builder::background_sweeper`: "Without it, memory is reclaimed only by
-/// calls to `sweep_expired`"; design.md: "Callers help only when a background sweeper runs
-/// (with `background_sweeper(false)`, reclamation stays with `sweep_expired`)".
-#[test]
-fn without_a_background_sweeper_recording_callers_reclaim_nothing() {
+/// An index of one-token blocks with a 1 s TTL and a 10 ms tick on a manual clock, with or
+/// without a background sweeper.
+fn one_second_ttl(background: bool) -> (ApproxKvIndexer, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new());
     let index = ApproxKvIndexer::builder()
         .block_size(1)
         .ttl(Duration::from_secs(1))
         .tick(Duration::from_millis(10))
         .clock(clock.clone())
-        .background_sweeper(false)
+        .background_sweeper(background)
         .build()
         .unwrap();
+    (index, clock)
+}
+
+/// src/config.rs, `Builder::background_sweeper`: "Without it, memory is reclaimed only by
+/// calls to `sweep_expired`"; design.md: "Callers help only when a background sweeper runs
+/// (with `background_sweeper(false)`, reclamation stays with `sweep_expired`)".
+#[test]
+fn without_a_background_sweeper_recording_callers_reclaim_nothing() {
+    let (index, clock) = one_second_ttl(false);
     for p in 0..100u32 {
         index.process_routing_decision_for_request(&[p, 1, 2, 3], 0);
     }
@@ -38,14 +45,7 @@ fn without_a_background_sweeper_recording_callers_reclaim_nothing() {
 /// `caller_expirations`: "Callers only help when a background sweeper runs".
 #[test]
 fn after_shutdown_recording_callers_reclaim_nothing() {
-    let clock = Arc::new(ManualClock::new());
-    let index = ApproxKvIndexer::builder()
-        .block_size(1)
-        .ttl(Duration::from_secs(1))
-        .tick(Duration::from_millis(10))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (index, clock) = one_second_ttl(true);
     index.shutdown(); // no background sweeper runs from here on
     for p in 0..100u32 {
         index.process_routing_decision_for_request(&[p, 1, 2, 3], 0);
