@@ -7,6 +7,8 @@
 //! uses. The engine's own block hashes are kept per worker (where they differ from ours)
 //! only to resolve that worker's later parents and removals.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use crossbeam_epoch as epoch;
 
 use super::Engine;
@@ -101,7 +103,8 @@ impl Engine {
                 ))
             })
             .collect();
-        if !self.keeps_nesting(slot, parent, blocks.iter().map(|b| b.0.claim), &guard) {
+        let claims = || blocks.iter().map(|b| b.0.claim);
+        if self.tree.nested.load(Relaxed) && !self.keeps_nesting(slot, parent, claims(), &guard) {
             self.tree.not_nested();
         }
         for (block, engine_hash) in &blocks {
@@ -199,7 +202,6 @@ fn in_our_hashes(parent: SequenceHash, data: &KvCacheStoreData) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::Ordering::Relaxed;
     use std::sync::Arc;
     use std::time::Duration;
 
