@@ -4,6 +4,8 @@
 //! test, each quoting the sentence it checks. Time is driven by manual clocks, never by
 //! sleeping.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,14 +32,7 @@ fn manual(at: Duration) -> Arc<ManualClock> {
 
 /// A block-size-1 replica whose index clock and wall clock are both `clock`.
 fn replica_on(id: u64, clock: &Arc<ManualClock>) -> Builder {
-    ApproxKvIndexer::builder()
-        .block_size(1)
-        .ttl(TTL)
-        .clock(clock.clone())
-        .wall_clock(clock.clone())
-        .background_sweeper(false)
-        .replica_id(id)
-        .share_decisions(1024)
+    common::sharing_replica(id, clock, TTL)
 }
 
 fn drain<W: WorkerKey>(from: &ApproxKvIndexer<W>) -> Vec<Decision> {

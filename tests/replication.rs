@@ -1,6 +1,8 @@
 //! Sharing decisions between replicas, without a transport: decisions taken from one
 //! index's outbox, encoded, decoded and applied to others.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,14 +20,7 @@ fn replica(id: u64, clock: &Arc<ManualClock>) -> ApproxKvIndexer {
 }
 
 fn replica_builder(id: u64, clock: &Arc<ManualClock>) -> approx_kv_index::Builder {
-    ApproxKvIndexer::builder()
-        .block_size(1)
-        .ttl(TTL)
-        .clock(clock.clone())
-        .wall_clock(clock.clone())
-        .background_sweeper(false)
-        .replica_id(id)
-        .share_decisions(1024)
+    common::sharing_replica(id, clock, TTL)
 }
 
 fn clock() -> Arc<ManualClock> {

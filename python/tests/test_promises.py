@@ -18,6 +18,7 @@ import pytest
 
 import approx_kv_index
 from approx_kv_index import ApproxKvIndexer, compute_block_hashes, compute_seq_hashes
+from gil_release import releases_the_gil
 
 BLOCK = 4
 
@@ -42,25 +43,6 @@ def snapshot_entries(data):
     ]
 
 
-def releases_the_gil(call, attempts=20_000):
-    """Whether another thread runs while `call` runs, with forced GIL switches off (the
-    method of test_threads.py::test_calls_release_the_gil: without a release inside the
-    call the waiting thread never runs)."""
-    ran, go = [], threading.Event()
-    waiter = threading.Thread(target=lambda: (go.wait(), ran.append(True)))
-    waiter.start()
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1000.0)
-    try:
-        go.set()
-        for _ in range(attempts):
-            call()
-            if ran:
-                break
-    finally:
-        sys.setswitchinterval(interval)
-        waiter.join()
-    return bool(ran)
 
 
 # --- packaging -------------------------------------------------------------------------

@@ -3,14 +3,13 @@ other threads' decisions once they are done; counters add up; and each call rele
 GIL (another thread runs during it). Throughput is measured by python/bench/overhead.py,
 not timed here."""
 
-import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from approx_kv_index import ApproxKvIndexer, compute_block_hashes
+from gil_release import releases_the_gil
 
 THREADS = 8
 PROMPTS = 200
@@ -82,18 +81,4 @@ def test_calls_release_the_gil(call):
         "record": lambda: index.record(tokens, 1),
         "compute_block_hashes": lambda: compute_block_hashes(tokens, 64),
     }[call]
-    ran, go = [], threading.Event()
-    waiter = threading.Thread(target=lambda: (go.wait(), ran.append(True)))
-    waiter.start()
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1000.0)
-    try:
-        go.set()  # the waiter now wants the GIL; only a release in the call lets it in
-        for attempt in range(1000):
-            calls()
-            if ran:
-                break
-        assert ran, f"no other thread ran during 1000 calls of {call}"
-    finally:
-        sys.setswitchinterval(interval)
-        waiter.join()
+    assert releases_the_gil(calls, attempts=1000), f"no other thread ran during 1000 calls of {call}"

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use approx_kv_index::{ApproxKvIndexer, ManualClock};
+use approx_kv_index::{ApproxKvIndexer, Builder, ManualClock};
 
 /// An index on a manual clock with no background sweeper: fully deterministic.
 pub fn manual_index(block_size: u32, ttl: Duration) -> (ApproxKvIndexer, Arc<ManualClock>) {
@@ -49,4 +49,17 @@ pub fn thread_count() -> usize {
 /// `n` tokens starting at `start`.
 pub fn tokens(start: u32, n: u32) -> Vec<u32> {
     (start..start + n).collect()
+}
+
+/// A replica sharing its decisions (an outbox of 1,024): block size 1, `ttl`, `clock` as
+/// both its index clock and its wall clock, no background sweeper.
+pub fn sharing_replica(id: u64, clock: &Arc<ManualClock>, ttl: Duration) -> Builder {
+    ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(ttl)
+        .clock(clock.clone())
+        .wall_clock(clock.clone())
+        .background_sweeper(false)
+        .replica_id(id)
+        .share_decisions(1024)
 }
