@@ -204,6 +204,7 @@ impl Engine {
             .tree
             .record(slot, (local, seq), expiry, holds_none, &guard);
         self.workers.adjust_entries(slot, added as i64);
+        self.uncount_merged();
         if let Some(timers) = self.timers() {
             timers.schedule(expiry, Timer { leaf, slot });
         }
@@ -268,7 +269,15 @@ impl Engine {
         self.evictions.add(evicted as u64);
     }
 
+    /// Uncounts the entries that splits of runs merged (`Tree::take_merged`). Called after
+    /// each write that may split a run (records, events, restores, sweeps) and by `stats`.
+    pub(crate) fn uncount_merged(&self) {
+        self.tree
+            .take_merged(|slot, merged| self.workers.adjust_entries(slot, -(merged as i64)));
+    }
+
     pub(crate) fn stats(&self) -> IndexStats {
+        self.uncount_merged();
         let (entries, nodes) = (self.workers.total_entries(), self.tree.len());
         let pending_timers = self.expiry.pending();
         let logged = self.logged_decisions();

@@ -104,6 +104,7 @@ impl Engine {
         for (slot, added) in added_per_slot {
             self.enforce_caps(slot, added, None, &guard);
         }
+        self.uncount_merged();
         Ok(())
     }
 }

@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
-use super::{node, Holder, Tree};
+use super::node::Kind;
+use super::{node, run, Holder, Tree};
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::hash::SeqChain;
 use crate::slot::{Slot, SlotOwners};
@@ -57,25 +58,49 @@ impl Tree {
     ) -> Vec<LiveEntry<W>> {
         let mut rows = Vec::new();
         for node in self.nodes.iter() {
+            let run = match node.kind() {
+                Kind::Block => None,
+                // SAFETY: read from a head under the shard lock, with `guard` pinned.
+                Kind::Head(run) => Some(unsafe { run::run_at(run, guard) }),
+                Kind::Tail { .. } => continue,
+            };
             for holder in node.holders(guard).iter() {
                 let c = holder.claim();
                 if !c.live(at.live) {
                     continue;
                 }
-                if let Some(worker) = workers.alive::<W>(holder.slot()) {
-                    rows.push(LiveEntry {
-                        depth: node.depth(),
-                        worker,
-                        seq: SequenceHash(*node.key()),
-                        parent: node.parent,
-                        local: node.local,
-                        exact: c.exact,
-                        ttl_left: ttl_left(c, at),
-                    });
+                let Some(worker) = workers.alive::<W>(holder.slot()) else {
+                    continue;
+                };
+                let row = |depth, seq, parent, local| LiveEntry {
+                    depth,
+                    worker,
+                    seq: SequenceHash(seq),
+                    parent,
+                    local: LocalBlockHash(local),
+                    exact: c.exact,
+                    ttl_left: ttl_left(c, at),
+                };
+                let Some(run) = run else {
+                    rows.push(row(node.depth(), *node.key(), node.parent, node.local.0));
+                    continue;
+                };
+                // Every block of a run, each below the one before.
+                let (seqs, locals) = (run.seqs(), run.locals());
+                for i in 0..run.len() {
+                    let parent = if i == 0 {
+                        node.parent
+                    } else {
+                        SequenceHash(seqs[i - 1])
+                    };
+                    let depth = node.depth().saturating_add(i as u32).min(node::MAX_DEPTH);
+                    rows.push(row(depth, seqs[i], parent, locals[i]));
                 }
             }
         }
         rows.sort_unstable_by_key(|r| (r.depth, r.worker, r.seq));
+        // A run being split up shows its blocks both in the run and as nodes.
+        rows.dedup_by_key(|r| (r.depth, r.worker, r.seq));
         rows
     }
 
@@ -116,10 +141,12 @@ impl Tree {
         claim: Claim,
         guard: &Guard,
     ) -> bool {
+        // Entries come back by sequence hash: every block must have its key.
+        self.split_all(guard);
         if self.nested.load(Relaxed) && !self.keeps_nesting(slot, row, claim, guard) {
             self.not_nested();
         }
-        self.upsert_locked(
+        self.upsert_block(
             slot, row.seq, row.parent, row.local, row.depth, claim, guard,
         )
     }
@@ -171,8 +198,16 @@ impl Tree {
         guard: &Guard,
     ) -> Option<(u32, Option<Claim>)> {
         let node = self.nodes.get(&seq.0)?;
-        let claim = node::find(&node.holders(guard), slot).map(Holder::claim);
-        Some((node.depth(), claim))
+        let depth = node.depth();
+        let holders = match node.kind() {
+            Kind::Block | Kind::Head(_) => node.holders(guard),
+            Kind::Tail { head, .. } => {
+                drop(node);
+                self.nodes.get(&head.0)?.holders(guard)
+            }
+        };
+        let claim = node::find(&holders, slot).map(Holder::claim);
+        Some((depth, claim))
     }
 }
 

@@ -11,6 +11,8 @@ use std::cell::RefCell;
 
 use crossbeam_epoch::Guard;
 
+use super::node::Kind;
+use super::run::{run_at, Run};
 use super::{Holder, Holders, Tree};
 use crate::hash::SeqChain;
 use crate::scores::ScoreSink;
@@ -90,6 +92,32 @@ impl Query<'_> {
 }
 
 impl Tree {
+    /// The holders of the block keyed `key` (none if it has no key: missing, or inside a
+    /// run), and the run it begins, if it is a run's head. A tail marker reads as its run's
+    /// holder (a second probe, of the head).
+    #[inline]
+    fn probe<'g>(&self, key: u64, guard: &'g Guard) -> (Holders<'g>, Option<&'g Run>) {
+        let Some(node) = self.nodes.get(&key) else {
+            return (Holders::NONE, None);
+        };
+        match node.kind() {
+            Kind::Block => (node.holders(guard), None),
+            // SAFETY: read from a head under the shard lock, with `guard` pinned.
+            Kind::Head(run) => (node.holders(guard), Some(unsafe { run_at(run, guard) })),
+            Kind::Tail { head, run } => {
+                drop(node);
+                match self.nodes.get(&head.0) {
+                    Some(h) if h.kind() == Kind::Head(run) => (h.holders(guard), None),
+                    // The run is gone, or split up since: its blocks have keys again.
+                    _ => match self.nodes.get(&key) {
+                        Some(n) if n.kind() == Kind::Block => (n.holders(guard), None),
+                        _ => (Holders::NONE, None),
+                    },
+                }
+            }
+        }
+    }
+
     /// For each live worker, the length of the leading run of the query's blocks it holds
     /// at `now`, reported to `out` (after `out.begin()`, which empties an `OverlapScores`
     /// and keeps its capacity).
@@ -127,19 +155,13 @@ impl Tree {
         }
         let Scratch { active, seq } = scratch;
         let mut chain = SeqChain::default();
-        match self.nodes.get(&query.key(0, &mut chain, seq)) {
-            Some(node) => active.extend(live_workers(&node.holders(guard), now, workers)),
-            None => return,
-        }
+        let (first, run) = self.probe(query.key(0, &mut chain, seq), guard);
+        active.extend(live_workers(&first, now, workers));
         if active.is_empty() {
             return;
         }
         out.reserve(active.len());
-        let mut probe = |k: usize| -> Holders<'_> {
-            self.nodes
-                .get(&query.key(k, &mut chain, seq))
-                .map_or(Holders::NONE, |node| node.holders(guard))
-        };
+        let mut key = |k: usize| query.key(k, &mut chain, seq);
         // Holder sets shrink with depth (`nested`): a worker holding the last block holds
         // them all, and one holding block k holds blocks 0..=k. So one probe of the last
         // block settles every worker that holds the whole query (a system prompt shared by
@@ -148,48 +170,95 @@ impl Tree {
         // 1, 2, 4, ... blocks on, through the shallow blocks many queries share, which
         // stay in cache), then bisecting up to the shallowest block some of them miss
         // (`hi`, whose holders are kept, so the drop-outs there need no second probe).
-        if n == 1 {
-            for &(_, worker) in active.iter() {
-                report(out, worker, 1);
+        //
+        // Blocks inside a run have no key, so a probe that finds nothing there may be
+        // wrong; one that finds a block, a head or a tail is right. The search therefore
+        // trusts a miss only next to a block it found held (the block after a found block
+        // or a run's end is never inside a run), and when it reaches a run's head with
+        // only the run's holder left, it compares the query with the run in one loop and
+        // jumps to where they part.
+        let mut lo = 0;
+        if let Some(run) = run {
+            // Only the run's holder is active.
+            match jump(run, 0, n, &mut key) {
+                Jump::Whole => {
+                    settle(active, out, n);
+                    return;
+                }
+                Jump::Parted(at) => {
+                    settle(active, out, at);
+                    return;
+                }
+                Jump::Past(end) => lo = end,
             }
+        }
+        if n == 1 {
+            settle(active, out, 1);
             return;
         }
-        let last = probe(n - 1);
+        let (last, _) = self.probe(key(n - 1), guard);
         if all_kept(active, &last, now) {
-            for &(_, worker) in active.iter() {
-                report(out, worker, n as u32);
-            }
+            settle(active, out, n);
             return;
         }
         retain_missing(active, &last, now, |worker| report(out, worker, n as u32));
-        let mut lo = 0;
-        while !active.is_empty() {
+        'search: while !active.is_empty() {
             // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
             // block `hi`'s holders (`None`: the last block's).
             let (mut hi, mut at_hi) = (n - 1, None);
+            // The run block `hi` begins, if it is a run's head.
+            let mut run_hi = None;
             let mut step = 1;
-            while lo + step < hi {
-                let holders = probe(lo + step);
-                if all_kept(active, &holders, now) {
-                    lo += step;
-                    step *= 2;
+            let mut galloping = true;
+            loop {
+                let p = if galloping && lo + step < hi {
+                    lo + step
+                } else if hi - lo > 1 {
+                    galloping = false;
+                    lo + (hi - lo) / 2
                 } else {
-                    (hi, at_hi) = (lo + step, Some(holders));
+                    break;
+                };
+                let (holders, run) = self.probe(key(p), guard);
+                if !all_kept(active, &holders, now) {
+                    (hi, at_hi, run_hi) = (p, Some(holders), run);
+                    continue;
                 }
-            }
-            while hi - lo > 1 {
-                let mid = lo + (hi - lo) / 2;
-                let holders = probe(mid);
-                if all_kept(active, &holders, now) {
-                    lo = mid;
-                } else {
-                    (hi, at_hi) = (mid, Some(holders));
+                let Some(run) = run else {
+                    lo = p;
+                    step *= 2;
+                    continue;
+                };
+                match jump(run, p, n, &mut key) {
+                    Jump::Whole => {
+                        settle(active, out, n);
+                        break 'search;
+                    }
+                    Jump::Parted(at) => {
+                        (lo, hi, at_hi, run_hi) = (at - 1, at, Some(Holders::NONE), None);
+                    }
+                    Jump::Past(end) => {
+                        lo = end;
+                        if lo >= hi {
+                            (hi, at_hi, run_hi) = (n - 1, None, None);
+                        }
+                        (step, galloping) = (1, true);
+                    }
                 }
             }
             let depth = hi as u32;
             let at_hi: &[Holder] = at_hi.as_deref().unwrap_or(&last);
             retain_holders(active, at_hi, now, |worker| report(out, worker, depth));
             lo = hi;
+            // The workers left hold block `hi`; if it is a run's head, they are its holder,
+            // and the blocks after it have no key: on through the run.
+            if let (Some(run), false) = (run_hi, active.is_empty()) {
+                match jump(run, hi, n, &mut key) {
+                    Jump::Whole => settle(active, out, n),
+                    Jump::Parted(at) => settle(active, out, at),
+                    Jump::Past(end) => lo = end,
+                }
+            }
         }
     }
 
@@ -206,28 +275,72 @@ impl Tree {
         // Workers still matching every block so far, sorted by slot.
         let Scratch { active, seq } = scratch;
         let mut chain = SeqChain::default();
-        let mut depth = 0u32;
-        for i in 0..query.len() {
-            let key = query.key(i, &mut chain, seq);
-            // The shard read lock lives only for this statement: the slice stays valid
-            // through the epoch guard.
-            let Some(holders) = self.nodes.get(&key).map(|n| n.holders(guard)) else {
-                break;
-            };
+        let n = query.len();
+        let mut key = |k: usize| query.key(k, &mut chain, seq);
+        let mut i = 0;
+        while i < n {
+            let (holders, run) = self.probe(key(i), guard);
             if i == 0 {
                 active.extend(live_workers(&holders, now, workers));
             } else {
-                retain_holders(active, &holders, now, |worker| report(out, worker, depth));
+                retain_holders(active, &holders, now, |worker| {
+                    report(out, worker, i as u32)
+                });
             }
             if active.is_empty() {
-                break;
+                return;
             }
-            depth += 1;
+            // Every block of a run has the head's holders: on to where the query leaves it.
+            match run.map(|run| jump(run, i, n, &mut key)) {
+                None => i += 1,
+                Some(Jump::Whole) => i = n,
+                Some(Jump::Parted(at)) => {
+                    settle(active, out, at);
+                    return;
+                }
+                Some(Jump::Past(end)) => i = end + 1,
+            }
         }
-        for &(_, worker) in active.iter() {
-            report(out, worker, depth);
-        }
+        settle(active, out, n);
     }
+}
+
+/// Where a query that reaches a run's head at block `at` goes on: see [`jump`].
+enum Jump {
+    /// The run reaches the query's last block.
+    Whole,
+    /// The query leaves the run before the run's end: block `.0` is not the run's (and has
+    /// no key, since nothing hangs inside a run).
+    Parted(usize),
+    /// The query goes on past the run, whose last block is block `.0`.
+    Past(usize),
+}
+
+/// Compares the query (from block `at`, `n` blocks in all) with the run whose head it
+/// reached at `at`.
+#[inline]
+fn jump(run: &Run, at: usize, n: usize, key: &mut impl FnMut(usize) -> u64) -> Jump {
+    let matched = run.matched(at, n, key);
+    if at + matched == n {
+        Jump::Whole
+    } else if matched < run.len() {
+        Jump::Parted(at + matched)
+    } else {
+        Jump::Past(at + matched - 1)
+    }
+}
+
+/// Reports every active worker's score as `depth`, and empties the active set.
+#[inline]
+fn settle<W: WorkerKey>(
+    active: &mut Vec<(Slot, Active)>,
+    out: &mut impl ScoreSink<W>,
+    depth: usize,
+) {
+    for &(_, worker) in active.iter() {
+        report(out, worker, depth as u32);
+    }
+    active.clear();
 }
 
 /// Reports `worker`'s score to `out`, with its number of entries.

@@ -9,6 +9,7 @@ pub(crate) mod claim;
 mod export;
 mod find;
 mod node;
+mod run;
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -25,7 +26,8 @@ use claim::Claim;
 pub(crate) use export::{LiveEntry, ReadAt};
 pub(crate) use find::Query;
 pub(crate) use node::{Holder, Holders};
-use node::{Node, Outcome, Settle};
+use node::{Kind, Node, Outcome, Settle};
+use run::{RunWalk, MIN_RUN};
 
 /// Shards of the node map: enough that writers on different prefixes rarely meet.
 const SHARDS: usize = 128;
@@ -38,9 +40,19 @@ pub(crate) struct Tree {
     /// break it: KV events, restores, and decisions whose sequence hashes are not the
     /// chain of their local hashes.
     pub(crate) nested: std::sync::atomic::AtomicBool,
-    /// Heap bytes of the holder arrays (nodes with two or more holders), as a wrapping sum
-    /// of the changes that shape changes made ([`Tree::reshape`]).
+    /// Heap bytes of the holder arrays (nodes with two or more holders) and of the runs, as
+    /// a wrapping sum of the changes that shape changes made ([`Tree::reshape`], `run.rs`).
     array_bytes: StripedCounter,
+    /// Runs in the tree (`run.rs`): while there are none, every block has a key.
+    runs: std::sync::atomic::AtomicUsize,
+    /// The blocks of those runs.
+    run_blocks: std::sync::atomic::AtomicUsize,
+    /// Entries that splits merged into a block the run's slot already held (left above a
+    /// gap, as walks and purges may leave them): the slot's count has them twice, until
+    /// the engine takes them ([`Tree::take_merged`]) and uncounts them.
+    merged: crate::sync::SegQueue<(Slot, usize)>,
+    /// Splits of runs take turns (`run.rs`, `Tree::split`).
+    splitting: parking_lot::Mutex<()>,
 }
 
 /// One block to store: its hashes and the claim to raise (or add) for the slot.
@@ -70,23 +82,60 @@ impl Tree {
             ),
             nested: std::sync::atomic::AtomicBool::new(true),
             array_bytes: StripedCounter::default(),
+            runs: std::sync::atomic::AtomicUsize::new(0),
+            run_blocks: std::sync::atomic::AtomicUsize::new(0),
+            merged: crate::sync::SegQueue::new(),
+            splitting: parking_lot::Mutex::new(()),
         }
     }
 
-    /// Finds stop galloping from now on (see [`Tree::nested`]).
+    /// Finds stop galloping from now on (see [`Tree::nested`]), and no more runs are made;
+    /// the runs there are stay until something splits them up.
     pub(crate) fn not_nested(&self) {
-        self.nested.store(false, Relaxed);
+        self.nested
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// `slot`'s claim on the block `seq`, if it holds one.
+    /// `slot`'s claim on the block `seq`, if it holds one. A block inside a run has no key:
+    /// if `seq` has none while runs exist, they are split up and `seq` looked up again.
     pub(crate) fn claim_of(&self, seq: SequenceHash, slot: Slot, guard: &Guard) -> Option<Claim> {
-        let holders = self.nodes.get(&seq.0).map(|n| n.holders(guard))?;
-        node::find(&holders, slot).map(Holder::claim)
+        self.keyed(seq, guard, |tree| {
+            let node = tree.nodes.get(&seq.0)?;
+            let holders = match node.kind() {
+                Kind::Block | Kind::Head(_) => node.holders(guard),
+                Kind::Tail { head, .. } => {
+                    drop(node);
+                    tree.nodes.get(&head.0)?.holders(guard)
+                }
+            };
+            Some(node::find(&holders, slot).map(Holder::claim))
+        })
+        .flatten()
     }
 
-    /// Number of nodes (takes each shard's read lock in turn).
+    /// `look(self)`, and if it finds nothing while runs exist (the block may be inside
+    /// one), again once every run is split up.
+    fn keyed<R>(
+        &self,
+        _seq: SequenceHash,
+        guard: &Guard,
+        look: impl Fn(&Self) -> Option<R>,
+    ) -> Option<R> {
+        look(self).or_else(|| {
+            if self.runs.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return None;
+            }
+            self.split_all(guard);
+            look(self)
+        })
+    }
+
+    /// Number of blocks (distinct prefixes) in the tree: the map's entries, with each run
+    /// counted as its blocks instead of its head and tail marker (takes each shard's read
+    /// lock in turn; a run made or removed meanwhile may be counted off by its blocks).
     pub(crate) fn len(&self) -> usize {
-        self.nodes.len()
+        let (runs, blocks) = (self.runs.load(Relaxed), self.run_blocks.load(Relaxed));
+        (self.nodes.len() + blocks).saturating_sub(2 * runs)
     }
 
     /// An estimate of the heap bytes held: the map's buckets (key, inline node, control
@@ -115,6 +164,10 @@ impl Tree {
     /// the slot had no entries when the caller looked (a worker's first decision, such as
     /// each new sharer of a system prompt), so no block needs the read-locked refresh probe
     /// first; a hint only, since the write-locked insert refreshes an entry it finds.
+    ///
+    /// Blocks the tree does not have yet become one run while finds gallop (`run.rs`); a
+    /// run the slot holds that the prompt covers whole is refreshed with one atomic; any
+    /// other run met on the way is split up first.
     pub(crate) fn record(
         &self,
         slot: Slot,
@@ -124,11 +177,95 @@ impl Tree {
         guard: &Guard,
     ) -> usize {
         let claim = Claim::approx(expiry);
-        let blocks = local
-            .iter()
-            .zip(seq)
-            .map(|(&local, &seq)| Block { local, seq, claim });
-        self.upsert_blocks(slot, None, blocks, holds_none, guard)
+        let n = seq.len().min(local.len());
+        let mut added = 0;
+        let (mut i, mut depth) = (0, 0u32);
+        let mut parent = SequenceHash::default();
+        // As in `upsert_blocks`: past the slot's known prefix, skip the read-locked probe.
+        let mut past_the_known_prefix = holds_none;
+        // Whether the next block may be missing (not merely unheld by the slot): a run is
+        // tried only then, so a worker joining a shared prompt tries none per block.
+        let mut may_be_missing = true;
+        while i < n {
+            if !past_the_known_prefix {
+                match self.refresh_at(slot, seq, i, claim, guard) {
+                    Refresh::Done(blocks) => {
+                        i += blocks;
+                        depth = depth.saturating_add(blocks as u32);
+                        parent = seq[i - 1];
+                        continue;
+                    }
+                    Refresh::Split(head, run) => {
+                        self.split(head, run, guard);
+                        continue;
+                    }
+                    Refresh::Missing => past_the_known_prefix = true,
+                }
+            }
+            if may_be_missing && n - i >= MIN_RUN && self.nested.load(Relaxed) {
+                let blocks = (&local[i..n], &seq[i..n]);
+                if self.insert_run(slot, parent, depth, blocks, expiry, guard) {
+                    added += n - i;
+                    break;
+                }
+            }
+            match self.upsert_locked(slot, seq[i], parent, local[i], depth, claim, guard) {
+                Ok(placed) => {
+                    added += usize::from(placed != Placed::Raised);
+                    may_be_missing = placed == Placed::NewNode;
+                }
+                Err((head, run)) => {
+                    self.split(head, run, guard);
+                    self.remove_tail_marker(seq[i].0, head, run);
+                    continue;
+                }
+            }
+            parent = seq[i];
+            depth = depth.saturating_add(1);
+            i += 1;
+        }
+        added
+    }
+
+    /// Refreshes `slot`'s claim on block `i` of `seq` in place (under the shard read
+    /// lock), or on the whole run that starts there if the slot holds it and the prompt
+    /// covers it.
+    fn refresh_at(
+        &self,
+        slot: Slot,
+        seq: &[SequenceHash],
+        i: usize,
+        claim: Claim,
+        guard: &Guard,
+    ) -> Refresh {
+        let Some(node) = self.nodes.get(&seq[i].0) else {
+            return Refresh::Missing;
+        };
+        match node.kind() {
+            Kind::Block if node.update_claim(slot, claim, guard) => Refresh::Done(1),
+            Kind::Block => Refresh::Missing,
+            Kind::Head(run) => {
+                // SAFETY: read from a head under the shard lock, with `guard` pinned.
+                let r = unsafe { run::run_at(run, guard) };
+                let len = r.len();
+                let whole = i + len <= seq.len() && seq[i + len - 1].0 == r.tail();
+                // The claim changes in place only while the run is live: a split freezes
+                // it under the write lock, which this read lock excludes.
+                if whole && r.is_live() && node.update_claim(slot, claim, guard) {
+                    Refresh::Done(len)
+                } else {
+                    Refresh::Split(seq[i], run)
+                }
+            }
+            // A tail marker where a prompt's walk from the root arrives (a marker left
+            // behind by a run that is gone): the run, if any, goes.
+            Kind::Tail { head, run } => {
+                drop(node);
+                self.split(head, run, guard);
+                self.remove_tail_marker(seq[i].0, head, run);
+                Refresh::Missing
+            }
+        }
     }
 
     /// Whether `slot` holds the block `seq` live at `now`.
@@ -167,7 +304,7 @@ impl Tree {
     ) -> usize {
         let mut added = 0;
         let mut parent = parent;
-        let mut depth = parent.map_or(0, |p| self.depth_below(p));
+        let mut depth = parent.map_or(0, |p| self.depth_below(p, guard));
         // Once a block is missing, or the slot does not hold it, its descendants in this
         // chain are missing for the slot too (holder sets shrink with depth; a concurrent
         // record racing us, or entries of KV events that break the nesting, are handled by
@@ -178,14 +315,13 @@ impl Tree {
         for Block { local, seq, claim } in blocks {
             // In place under the shard read lock: one probe, one atomic.
             let done = !past_the_known_prefix
-                && self
-                    .nodes
-                    .get(&seq.0)
-                    .is_some_and(|node| node.update_claim(slot, claim, guard));
+                && self.nodes.get(&seq.0).is_some_and(|node| {
+                    node.kind() == Kind::Block && node.update_claim(slot, claim, guard)
+                });
             past_the_known_prefix |= !done;
             if !done {
                 let parent_hash = parent.unwrap_or_default();
-                added += usize::from(self.upsert_locked(
+                added += usize::from(self.upsert_block(
                     slot,
                     seq,
                     parent_hash,
@@ -203,7 +339,8 @@ impl Tree {
 
     /// Adds (or raises) `slot`'s entry on `seq` under the shard write lock, creating the
     /// node with the given parent, local hash and depth if it is missing. Returns whether
-    /// an entry was added.
+    /// an entry was added, or the run (head, pointer) that is there instead: the caller
+    /// splits it up and tries again.
     #[allow(clippy::too_many_arguments)]
     fn upsert_locked(
         &self,
@@ -214,24 +351,67 @@ impl Tree {
         depth: u32,
         claim: Claim,
         guard: &Guard,
-    ) -> bool {
+    ) -> Result<Placed, (SequenceHash, usize)> {
         match self.nodes.entry(seq.0) {
-            Entry::Occupied(mut o) => {
-                self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard))
-            }
+            Entry::Occupied(mut o) => match o.get().kind() {
+                Kind::Block => {
+                    let added = self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+                    Ok(if added {
+                        Placed::NewHolder
+                    } else {
+                        Placed::Raised
+                    })
+                }
+                Kind::Head(run) => Err((seq, run)),
+                Kind::Tail { head, run } => Err((head, run)),
+            },
             Entry::Vacant(v) => {
                 v.insert(Node::new(parent, local, depth, slot, claim));
-                true
+                Ok(Placed::NewNode)
+            }
+        }
+    }
+
+    /// [`upsert_locked`](Self::upsert_locked), splitting up any run in the way (a stale
+    /// tail marker, whose run is gone, is replaced).
+    #[allow(clippy::too_many_arguments)]
+    fn upsert_block(
+        &self,
+        slot: Slot,
+        seq: SequenceHash,
+        parent: SequenceHash,
+        local: LocalBlockHash,
+        depth: u32,
+        claim: Claim,
+        guard: &Guard,
+    ) -> bool {
+        loop {
+            match self.upsert_locked(slot, seq, parent, local, depth, claim, guard) {
+                Ok(placed) => return placed != Placed::Raised,
+                Err((head, run)) => {
+                    self.split(head, run, guard);
+                    self.remove_tail_marker(seq.0, head, run);
+                }
             }
         }
     }
 
     /// The depth a child of `parent` has: one more than the parent's, or 1 if the parent
     /// is unknown (a walk then stops at the missing parent).
-    fn depth_below(&self, parent: SequenceHash) -> u32 {
-        self.nodes
-            .get(&parent.0)
-            .map_or(1, |n| n.depth().saturating_add(1))
+    ///
+    /// A parent that is a run's head is split up first: its child would be inside the run.
+    /// (A tail's children hang below the run, which stays.)
+    fn depth_below(&self, parent: SequenceHash, guard: &Guard) -> u32 {
+        loop {
+            let found = self.keyed(parent, guard, |tree| {
+                tree.nodes.get(&parent.0).map(|n| (n.kind(), n.depth()))
+            });
+            match found {
+                None => return 1,
+                Some((Kind::Head(run), _)) => self.split(parent, run, guard),
+                Some((_, depth)) => return depth.saturating_add(1),
+            }
+        }
     }
 
     /// Removes `slot`'s entries on the given blocks, exact and approximate claims alike,
@@ -248,7 +428,7 @@ impl Tree {
         let mut removed = 0;
         let mut anchors = Vec::new();
         for seq in blocks {
-            let Entry::Occupied(mut entry) = self.nodes.entry(seq.0) else {
+            let Some(mut entry) = self.block_entry(seq, guard) else {
                 continue;
             };
             let (parent, depth) = (entry.get().parent, entry.get().depth());
@@ -266,6 +446,39 @@ impl Tree {
             removed += finish_removal(entry, outcome);
         }
         (removed, anchors)
+    }
+
+    /// The write-locked entry of block `seq` as a block node: a run it is in is split up
+    /// first (if `seq` has no key while runs exist, every run is). `None`: no such block.
+    fn block_entry(
+        &self,
+        seq: SequenceHash,
+        guard: &Guard,
+    ) -> Option<dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>> {
+        let mut split_all = self.runs.load(std::sync::atomic::Ordering::SeqCst) > 0;
+        loop {
+            let Entry::Occupied(entry) = self.nodes.entry(seq.0) else {
+                // (The vacant entry's lock is dropped here, before the pass over the map.)
+                if !split_all {
+                    return None;
+                }
+                split_all = false;
+                self.split_all(guard);
+                continue;
+            };
+            match entry.get().kind() {
+                Kind::Block => return Some(entry),
+                Kind::Head(run) => {
+                    drop(entry);
+                    self.split(seq, run, guard);
+                }
+                Kind::Tail { head, run } => {
+                    drop(entry);
+                    self.split(head, run, guard);
+                    self.remove_tail_marker(seq.0, head, run);
+                }
+            }
+        }
     }
 
     /// Walks from `leaf` towards the root ending `slot`'s approximate claims that are at
@@ -309,6 +522,47 @@ impl Tree {
             let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
                 break;
             };
+            match entry.get().kind() {
+                Kind::Block => {}
+                // A walk reaches a run through its tail (a decision's leaf, or the parent
+                // of a block or run below it).
+                Kind::Tail { head, run } => {
+                    drop(entry);
+                    let decide = |c| walk_decision(c, threshold, slot_alive);
+                    let whole = span == Span::Path;
+                    let at = (head, run, key);
+                    match self.walk_run(
+                        at,
+                        slot,
+                        decide,
+                        budget - removed,
+                        whole,
+                        &mut forget,
+                        guard,
+                    ) {
+                        RunWalk::Removed {
+                            removed: n,
+                            parent,
+                            depth,
+                        } => {
+                            removed += n;
+                            if depth == 0 {
+                                break;
+                            }
+                            key = parent.0;
+                        }
+                        RunWalk::Stop => break,
+                        RunWalk::Again => {}
+                    }
+                    continue;
+                }
+                // A head is never a walk's leaf or a block's parent; split it and look again.
+                Kind::Head(run) => {
+                    drop(entry);
+                    self.split(SequenceHash(key), run, guard);
+                    continue;
+                }
+            }
             let (parent, depth) = (entry.get().parent, entry.get().depth());
             let decide = |c| {
                 let settle = walk_decision(c, threshold, slot_alive);
@@ -339,25 +593,102 @@ impl Tree {
     /// order.
     pub(crate) fn purge(&self, slots: &[Slot], guard: &Guard) -> Vec<usize> {
         let mut removed = vec![0; slots.len()];
-        let keys: Vec<u64> = self
+        // A run of such a slot split up by another thread's record during the pass over
+        // the map may have put blocks in shards already passed: pass again until a pass
+        // finds nothing (a run the first pass saw as a head, it removed or followed; the
+        // slots get no new entries, so the second pass usually finds none).
+        // (Bounded all the same, should a pass keep finding what it cannot remove.)
+        for _ in 0..16 {
+            if !self.purge_pass(slots, &mut removed, guard) {
+                break;
+            }
+        }
+        removed
+    }
+
+    /// One pass of [`purge`](Self::purge), adding to `removed`; whether it found anything.
+    fn purge_pass(&self, slots: &[Slot], removed: &mut [usize], guard: &Guard) -> bool {
+        // Each key with its run, if it is a run's head (the run, pinned, outlives a split).
+        let keys: Vec<(u64, Option<usize>)> = self
             .nodes
             .iter()
             .filter(|n| n.holders(guard).iter().any(|h| slots.contains(&h.slot())))
-            .map(|n| *n.key())
+            .map(|n| match n.kind() {
+                Kind::Head(run) => (*n.key(), Some(run)),
+                _ => (*n.key(), None),
+            })
             .collect();
-        for key in keys {
+        if keys.is_empty() {
+            return false;
+        }
+        let mut blocks = Vec::new();
+        for (key, run) in keys {
+            let Some(run) = run else {
+                blocks.push(key);
+                continue;
+            };
+            // SAFETY: read from a head under the shard lock, with `guard` pinned since.
+            let r = unsafe { run::run_at(run, guard) };
+            let holder = self.nodes.get(&key).and_then(|n| {
+                let here = n.kind() == Kind::Head(run);
+                here.then(|| n.holders(guard).first().map(Holder::slot))
+            });
+            let slot = match holder {
+                Some(Some(slot)) => slot,
+                Some(None) => continue,
+                // Split up since the scan (its blocks are nodes now), or removed.
+                None => {
+                    blocks.extend_from_slice(r.seqs());
+                    continue;
+                }
+            };
+            let Some(i) = slots.iter().position(|&s| s == slot) else {
+                continue;
+            };
+            let at = (SequenceHash(key), run, r.tail());
+            match self.walk_run(at, slot, |_| Settle::Remove, usize::MAX, true, || {}, guard) {
+                RunWalk::Removed { removed: n, .. } => removed[i] += n,
+                RunWalk::Again => blocks.extend_from_slice(r.seqs()),
+                RunWalk::Stop => {}
+            }
+        }
+        for key in blocks {
             for (i, &slot) in slots.iter().enumerate() {
                 let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
                     break;
                 };
+                if entry.get().kind() != Kind::Block {
+                    break;
+                }
                 let outcome = self.reshape(entry.get_mut(), guard, |n| {
                     n.settle(slot, |_| Settle::Remove, guard)
                 });
                 removed[i] += finish_removal(entry, outcome);
             }
         }
-        removed
+        true
     }
+}
+
+/// What [`Tree::upsert_locked`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placed {
+    /// A new node, held by the slot.
+    NewNode,
+    /// The slot added to a node's holders.
+    NewHolder,
+    /// The slot's claim raised (it held the block).
+    Raised,
+}
+
+/// What [`Tree::refresh_at`] did.
+enum Refresh {
+    /// Refreshed this many blocks (one, or a whole run).
+    Done(usize),
+    /// The slot does not hold the block, or there is none.
+    Missing,
+    /// A run (head, pointer) that must be split up first.
+    Split(SequenceHash, usize),
 }
 
 /// Unlinks the node if `outcome` emptied it; returns the entries removed (0 or 1).
@@ -412,8 +743,9 @@ fn walk_decision(c: Claim, threshold: u64, slot_alive: bool) -> Settle {
 mod tests {
     use super::*;
 
-    /// The array bytes follow the arrays: none while every block has one holder, one
-    /// array per block shared by two, none again once the second holder's walk ran.
+    /// The array bytes follow the arrays and runs: a run for a prompt's new blocks, none
+    /// once it is split up into blocks with one holder each, one array per block shared by
+    /// two, none again once the second holder's walk ran.
     #[test]
     fn array_bytes_follow_the_nodes_that_need_an_array() {
         let tree = Tree::new();
@@ -422,9 +754,18 @@ mod tests {
         let seq = crate::compute_seq_hashes(&local);
         let buckets = tree.estimated_bytes();
         assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 6);
-        assert_eq!(tree.array_bytes.sum(), 0);
-        assert_eq!(tree.estimated_bytes(), tree.nodes.capacity() * (8 + 32 + 1));
-        // A second holder on the first four blocks: four arrays of two cells.
+        let run = std::mem::size_of::<run::Run>() + 6 * 16;
+        assert_eq!(tree.array_bytes.sum(), run as u64);
+        let sizes = (tree.nodes.len(), tree.len(), tree.runs.load(Relaxed));
+        assert_eq!(sizes, (2, 6, 1), "a head and a tail marker for 6 blocks");
+        let map = tree.nodes.capacity() * (8 + 32 + 1);
+        assert_eq!(tree.estimated_bytes(), map + run);
+        // The whole run refreshed: in place, one entry.
+        assert_eq!(tree.record(1, (&local, &seq), 110, false, &guard), 0);
+        assert_eq!((tree.nodes.len(), tree.len()), (2, 6));
+        assert!(tree.holds_live(seq[3], 1, 109, &guard));
+        // A second holder on the first four blocks: the run is split up, and four blocks
+        // get arrays of two cells.
         assert_eq!(
             tree.record(2, (&local[..4], &seq[..4]), 50, true, &guard),
             4

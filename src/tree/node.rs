@@ -146,12 +146,29 @@ const EXACT: u32 = 1 << 31;
 const ARRAY: u32 = 1 << 30;
 /// The node has no holder (inline form only; it is about to be unlinked).
 const EMPTY: u32 = 1 << 29;
-/// The deepest position a node records: deeper blocks (of a prompt of more than 2^29 - 1
+/// The node is the first block of a [run](super::run) (inline form; its `local` field is
+/// the run's pointer, its inline holder the run's).
+const HEAD: u32 = 1 << 28;
+/// The node marks the last block of a run: `parent` is the run's head, `local` the run's
+/// pointer (an identity only: never read through), no holder.
+const TAIL: u32 = 1 << 27;
+/// The deepest position a node records: deeper blocks (of a prompt of more than 2^27 - 1
 /// blocks) all read as this depth, which matters only for the order of dumps among them.
-pub(crate) const MAX_DEPTH: u32 = EMPTY - 1;
+pub(crate) const MAX_DEPTH: u32 = TAIL - 1;
 
 // The layout the memory figures in `docs/design.md` assume.
 const _: () = assert!(std::mem::size_of::<Node>() == 32 || cfg!(loom));
+
+/// What a map entry is (see [`Node::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// One block, with its holders.
+    Block,
+    /// The first block of a run, whose pointer (`Owned::into_usize`) this is.
+    Head(usize),
+    /// The marker of a run's last block: the run's head and pointer.
+    Tail { head: SequenceHash, run: usize },
+}
 
 /// A reader's view of a node's holders, valid after the shard lock is dropped: a copy of
 /// an inline holder, or the published array's holders (kept alive by the epoch guard).
@@ -265,6 +282,58 @@ impl Node {
         }
     }
 
+    /// The head of a run: the run's first block, held by `slot` with `claim` on every
+    /// block of the run; `run` is the run's pointer (`Owned::into_usize`).
+    pub(crate) fn run_head(
+        parent: SequenceHash,
+        run: usize,
+        depth: u32,
+        slot: Slot,
+        expiry: u64,
+    ) -> Self {
+        Self {
+            parent,
+            local: LocalBlockHash(run as u64),
+            word: AtomicU64::new(expiry),
+            slot_or_len: slot,
+            meta: AtomicU32::new(depth.min(MAX_DEPTH) | HEAD),
+        }
+    }
+
+    /// The marker of a run's last block (at `depth`), naming the run's head and pointer.
+    pub(crate) fn run_tail(head: SequenceHash, run: usize, depth: u32) -> Self {
+        Self {
+            parent: head,
+            local: LocalBlockHash(run as u64),
+            word: AtomicU64::new(0),
+            slot_or_len: 0,
+            meta: AtomicU32::new(depth.min(MAX_DEPTH) | TAIL),
+        }
+    }
+
+    /// What the node is: a block, a run's head or a run's tail marker.
+    #[inline]
+    pub(crate) fn kind(&self) -> Kind {
+        let meta = self.meta.load(Ordering::Relaxed);
+        if meta & HEAD != 0 {
+            Kind::Head(self.local.0 as usize)
+        } else if meta & TAIL != 0 {
+            Kind::Tail {
+                head: self.parent,
+                run: self.local.0 as usize,
+            }
+        } else {
+            Kind::Block
+        }
+    }
+
+    /// The `HEAD` and `TAIL` bits, which no change of holders clears (a head emptied by a
+    /// walk still owns its run, which `Drop` retires).
+    #[inline]
+    fn run_bits(&self) -> u32 {
+        self.meta.load(Ordering::Relaxed) & (HEAD | TAIL)
+    }
+
     /// Position of the block in its prompt (0 for a first block), at most [`MAX_DEPTH`].
     #[inline]
     pub(crate) fn depth(&self) -> u32 {
@@ -290,7 +359,7 @@ impl Node {
     #[inline]
     fn sole(&self) -> Option<(Slot, Claim)> {
         let meta = self.meta.load(Ordering::Acquire);
-        (meta & (ARRAY | EMPTY) == 0).then(|| {
+        (meta & (ARRAY | EMPTY | TAIL) == 0).then(|| {
             let claim = Claim {
                 exact: meta & EXACT != 0,
                 expiry: self.word.load(Ordering::Acquire),
@@ -329,7 +398,8 @@ impl Node {
         self.word.store(claim.expiry, Ordering::Release);
         self.slot_or_len = slot;
         let exact = if claim.exact { EXACT } else { 0 };
-        self.meta.store(self.depth() | exact, Ordering::Release);
+        self.meta
+            .store(self.depth() | self.run_bits() | exact, Ordering::Release);
         retire(old, guard);
     }
 
@@ -480,7 +550,8 @@ impl Node {
                     Outcome::Cleared
                 }
                 Settle::Remove => {
-                    self.meta.store(self.depth() | EMPTY, Ordering::Release);
+                    self.meta
+                        .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
                     Outcome::Removed { was, last: true }
                 }
             };
@@ -553,6 +624,14 @@ fn retire(old: Option<Shared<'_, HolderArray>>, guard: &Guard) {
 
 impl Drop for Node {
     fn drop(&mut self) {
+        if let Kind::Head(run) = self.kind() {
+            // A head leaves the map (unlinked by a walk or a purge, replaced by its first
+            // block when the run is split up, or the map dropped) under the shard write
+            // lock: its run goes with it, through the collector like a holder array.
+            let guard = epoch::pin();
+            super::run::retire(run, &guard);
+            return;
+        }
         // A node leaves the map under the shard write lock, usually after `settle` emptied
         // it. If it still has an array (the whole map is dropped, or a node replaced), a
         // reader that copied the pointer before may still be reading it, so it is retired

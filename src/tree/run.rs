@@ -1,0 +1,610 @@
+//! Runs: the new blocks of a decision, stored as one entry.
+//!
+//! When a decision reaches blocks the tree does not have yet (the new suffix of a prompt:
+//! most blocks of most decisions), and finds gallop (holder sets are nested), the suffix
+//! becomes one *run* instead of one node per block: a heap array of its blocks' sequence
+//! and local hashes, owned by a **head** node at the first block's key, which holds the
+//! run's one holder and claim inline exactly like a one-holder block; and a **tail** marker
+//! at the last block's key, which names the head. Every block of a run is held by the same
+//! slot with the same claim, so a refresh of the whole run is one atomic on the head, a
+//! walk removes the whole run at once, and a find that reaches the head compares the run's
+//! hashes with its query in one loop.
+//!
+//! The blocks between head and tail have no key: the tree's *ends* are keys (a decision's
+//! leaf is a tail or a block, a child hangs only below a tail or a block, since anything
+//! else splits the run), so walks, timers and caps' logs never need them. Anything that
+//! would make the run's blocks differ (a second worker, a decision ending or branching
+//! inside it, a KV event, a restore, a walk with less budget than the run) first **splits
+//! it up** into one node per block ([`Tree::split`]): the run is frozen, its blocks are
+//! inserted as nodes with its holder and claim, then its tail marker and its head are
+//! replaced, and the run is retired through the epoch collector. Readers see the same
+//! holder and claim on every block throughout. A writer that meets a frozen run waits for
+//! the split to end (a few microseconds: one map insert per block).
+
+use std::sync::atomic::Ordering::SeqCst;
+
+use crossbeam_epoch::{Guard, Owned, Pointer, Shared};
+use dashmap::mapref::entry::Entry;
+
+use super::claim::Claim;
+use super::node::{Kind, Node};
+use super::Tree;
+use crate::slot::Slot;
+use crate::sync::{AtomicU8, Ordering};
+use crate::{LocalBlockHash, SequenceHash};
+
+/// The run is in use.
+const LIVE: u8 = 0;
+/// The run is being split up into nodes: its claim no longer changes.
+const FROZEN: u8 = 1;
+/// The run left the tree (split up, or removed).
+const GONE: u8 = 2;
+
+/// The fewest new blocks that make a run (one block is a node).
+pub(crate) const MIN_RUN: usize = 2;
+
+/// The blocks of a run: their sequence hashes, then their local hashes.
+#[derive(Debug)]
+pub(crate) struct Run {
+    state: AtomicU8,
+    hashes: Box<[u64]>,
+}
+
+impl Run {
+    fn new(local: &[LocalBlockHash], seq: &[SequenceHash]) -> Self {
+        debug_assert_eq!(local.len(), seq.len());
+        let hashes = seq.iter().map(|s| s.0).chain(local.iter().map(|l| l.0));
+        Self {
+            state: AtomicU8::new(LIVE),
+            hashes: hashes.collect(),
+        }
+    }
+
+    /// Number of blocks.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.hashes.len() / 2
+    }
+
+    /// The blocks' sequence hashes.
+    #[inline]
+    pub(crate) fn seqs(&self) -> &[u64] {
+        &self.hashes[..self.len()]
+    }
+
+    /// The blocks' local hashes.
+    #[inline]
+    pub(crate) fn locals(&self) -> &[u64] {
+        &self.hashes[self.len()..]
+    }
+
+    /// The last block's sequence hash.
+    #[inline]
+    pub(crate) fn tail(&self) -> u64 {
+        self.hashes[self.len() - 1]
+    }
+
+    /// Whether the run is in use (not frozen for a split, not gone).
+    #[inline]
+    pub(crate) fn is_live(&self) -> bool {
+        self.state.load(Ordering::Acquire) == LIVE
+    }
+
+    /// Heap bytes: the run itself and its hashes.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + 16 * self.len()
+    }
+
+    /// How many leading blocks of the run the query's blocks from `at` match: `key(i)` is
+    /// the query's sequence hash of block `i`. Sequence hashes chain, so when the query
+    /// reaches the run's last block one compare decides.
+    #[inline]
+    pub(crate) fn matched(&self, at: usize, n: usize, mut key: impl FnMut(usize) -> u64) -> usize {
+        let len = self.len().min(n.saturating_sub(at));
+        if len == self.len() && key(at + len - 1) == self.tail() {
+            return len;
+        }
+        let seqs = self.seqs();
+        (0..len).take_while(|&i| key(at + i) == seqs[i]).count()
+    }
+
+    /// Spins until a split of this run ends.
+    fn wait_split(&self) {
+        while self.state.load(Ordering::Acquire) == FROZEN {
+            crate::sync::yield_now();
+        }
+    }
+}
+
+/// The run a head or tail names, read under `guard`.
+///
+/// # Safety
+/// `run` must have been read from a head node (its `Kind::Head`) under the shard lock,
+/// with `guard` pinned since: a head's run is retired (`retire`, from the head's `Drop`)
+/// only once the head has left the map, so it outlives the guard.
+#[inline]
+pub(crate) unsafe fn run_at(run: usize, _guard: &Guard) -> &Run {
+    // SAFETY: the caller's contract: `run` is what `Owned::into_usize` gave for a run that
+    // is retired only through `defer_destroy` after its head left the map, which happened
+    // after `_guard` was pinned, if at all.
+    unsafe { Shared::<Run>::from_usize(run).deref() }
+}
+
+/// Hands the run of a head that left the map to the epoch collector.
+pub(crate) fn retire(run: usize, guard: &Guard) {
+    // SAFETY: `run` came from `Owned::into_usize` in `Tree::insert_run` and is retired
+    // once, by the `Drop` of the one head that owns it, under the shard write lock that
+    // removed or replaced the head: no new reader can load it from the map, and readers
+    // that did are pinned, so `defer_destroy` frees it only after they unpin.
+    unsafe {
+        let shared = Shared::<Run>::from_usize(run);
+        shared.deref().state.store(GONE, Ordering::Release);
+        guard.defer_destroy(shared);
+    }
+}
+
+/// A split under way that nested splits are inside of: its run, and the entries (block
+/// key, slot, claim) they left for it to place once its tail's block is in.
+type Nesting = (usize, Vec<(u64, Slot, Claim)>);
+
+/// What a walk did at a run (see [`Tree::walk_run`]).
+pub(crate) enum RunWalk {
+    /// The whole run was removed: `removed` entries; go on from `parent` (at `depth`, the
+    /// head's).
+    Removed {
+        removed: usize,
+        parent: SequenceHash,
+        depth: u32,
+    },
+    /// Stop here (another holder, a later claim, or the run is gone).
+    Stop,
+    /// The run was split up or changed: look at the key again.
+    Again,
+}
+
+impl Tree {
+    /// Stores the new blocks `seq`, `local` (two or more, whose first block's key is
+    /// free, and so are the others': the tree is closed under prefixes) as one run held by
+    /// `slot` with an approximate claim until `expiry`, below `parent` at `depth`. Returns
+    /// false, storing nothing, if the first block's key is taken meanwhile.
+    pub(super) fn insert_run(
+        &self,
+        slot: Slot,
+        parent: SequenceHash,
+        depth: u32,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+        expiry: u64,
+        guard: &Guard,
+    ) -> bool {
+        debug_assert!(seq.len() >= MIN_RUN);
+        let head = seq[0];
+        let run = match self.nodes.entry(head.0) {
+            Entry::Occupied(_) => return false,
+            Entry::Vacant(v) => {
+                let owned = Owned::new(Run::new(local, seq));
+                let bytes = owned.bytes();
+                let run = owned.into_usize();
+                self.runs.fetch_add(1, SeqCst);
+                self.run_blocks.fetch_add(seq.len(), SeqCst);
+                self.array_bytes.add(bytes as u64);
+                v.insert(Node::run_head(parent, run, depth, slot, expiry));
+                run
+            }
+        };
+        let tail_depth = depth.saturating_add(seq.len() as u32 - 1);
+        let tail = seq[seq.len() - 1];
+        let clash = loop {
+            let other = match self.nodes.entry(tail.0) {
+                Entry::Vacant(v) => {
+                    v.insert(Node::run_tail(head, run, tail_depth));
+                    break false;
+                }
+                Entry::Occupied(o) => match o.get().kind() {
+                    Kind::Tail { head, run } => (head, run),
+                    // A block (placed by a split of our run, or left behind above a gap by
+                    // a walk): the run must be blocks too.
+                    _ => break true,
+                },
+            };
+            // Another run's marker: a run left behind above a gap, which the split of ours
+            // splits too; or one that is gone (removed from its head first), whose marker
+            // ours replaces.
+            let (other_head, other_run) = other;
+            let live = self
+                .nodes
+                .get(&other_head.0)
+                .is_some_and(|n| n.kind() == Kind::Head(other_run));
+            if live {
+                break true;
+            }
+            if let Entry::Occupied(mut o) = self.nodes.entry(tail.0) {
+                if o.get().kind()
+                    == (Kind::Tail {
+                        head: other_head,
+                        run: other_run,
+                    })
+                {
+                    *o.get_mut() = Node::run_tail(head, run, tail_depth);
+                    break false;
+                }
+            }
+        };
+        // Runs are made only while finds gallop; whoever cleared that splits every run it
+        // can see, and this one may have come after its look (`split_all`).
+        if clash || !self.nested.load(SeqCst) {
+            self.split(head, run, guard);
+        }
+        true
+    }
+
+    /// Splits up the run `run` whose head is at `head` into one node per block, all held by
+    /// the run's holder with the run's claim; returns once no run `run` is at `head`.
+    ///
+    /// Splits take turns (`Tree::splitting`, held for the whole split; no shard lock is held
+    /// while taking it): a split may have to split another run first (below), and two
+    /// splits each waiting for the other's run would never end.
+    pub(crate) fn split(&self, head: SequenceHash, run: usize, guard: &Guard) {
+        let is_head = |tree: &Self| {
+            tree.nodes
+                .get(&head.0)
+                .is_some_and(|n| n.kind() == Kind::Head(run))
+        };
+        if !is_head(self) {
+            return;
+        }
+        let _turn = self.splitting.lock();
+        self.split_in_turn(head, run, &mut Vec::new(), guard);
+    }
+
+    /// [`split`](Self::split), the turn held. `outer`: the runs this split is nested in,
+    /// with the (block key, slot, claim) entries this split left for them to place.
+    ///
+    /// A run's blocks may already have keys: blocks, or another run, left behind by walks
+    /// above a gap (a walk removes a block whose other children it does not know; their
+    /// own walks remove them later), over which a decision made this run. A block there
+    /// takes the run's holder too (and the count the slot now has twice goes to
+    /// `Tree::merged`); another run there is split up first, and where its tail marker
+    /// lies inside this run's blocks, its entry there waits for this run's.
+    fn split_in_turn(
+        &self,
+        head: SequenceHash,
+        run: usize,
+        outer: &mut Vec<Nesting>,
+        guard: &Guard,
+    ) {
+        let (parent, depth, slot, claim) = {
+            let Some(node) = self.nodes.get_mut(&head.0) else {
+                return;
+            };
+            if node.kind() != Kind::Head(run) {
+                return;
+            }
+            // SAFETY: read from a head under the shard lock, with `guard` pinned.
+            let r = unsafe { run_at(run, guard) };
+            let Some(holder) = node.holders(guard).first().map(|h| (h.slot(), h.claim())) else {
+                // A head always has its holder: a walk that removes it unlinks the head
+                // under the same lock.
+                return;
+            };
+            // Only the split in turn freezes a run: this one is live.
+            r.state.store(FROZEN, SeqCst);
+            (node.parent, node.depth(), holder.0, holder.1)
+        };
+        outer.push((run, Vec::new()));
+        // SAFETY: as above; the run stays in the map (frozen) until we replace its head.
+        let r = unsafe { run_at(run, guard) };
+        let (seqs, locals) = (r.seqs(), r.locals());
+        // Every block but the first, deepest first, then the tail's: a reader that finds a
+        // block of the run as a node finds every deeper one (the tail's as its marker,
+        // which reads as the run), so a miss next to a block it found is still a true one;
+        // and a walk, which enters a run's blocks only through its tail, then finds every
+        // block above it in place (and the head, which it waits for).
+        let last = r.len() - 1;
+        let mut merged = 0;
+        for i in (1..last).rev().chain(std::iter::once(last)) {
+            let key = seqs[i];
+            let node = || {
+                Node::new(
+                    SequenceHash(seqs[i - 1]),
+                    LocalBlockHash(locals[i]),
+                    depth.saturating_add(i as u32),
+                    slot,
+                    claim,
+                )
+            };
+            loop {
+                let mut o = match self.nodes.entry(key) {
+                    Entry::Vacant(v) => {
+                        v.insert(node());
+                        break;
+                    }
+                    Entry::Occupied(o) => o,
+                };
+                match o.get().kind() {
+                    Kind::Block => {
+                        if !self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard)) {
+                            merged += 1;
+                        }
+                    }
+                    Kind::Tail { run: mine, .. } if mine == run => *o.get_mut() = node(),
+                    // The marker of a run this split is nested in: its split places the
+                    // block, then this entry.
+                    Kind::Tail { run: other, .. } if outer.iter().any(|(r, _)| *r == other) => {
+                        let waiting = outer.iter_mut().find(|(r, _)| *r == other);
+                        if let Some((_, entries)) = waiting {
+                            entries.push((key, slot, claim));
+                        }
+                    }
+                    Kind::Tail {
+                        head: other_head,
+                        run: other,
+                    } => {
+                        drop(o);
+                        self.split_in_turn(other_head, other, outer, guard);
+                        self.remove_tail_marker(key, other_head, other);
+                        continue;
+                    }
+                    Kind::Head(other) => {
+                        drop(o);
+                        self.split_in_turn(SequenceHash(key), other, outer, guard);
+                        continue;
+                    }
+                }
+                break;
+            }
+        }
+        // Our tail's block is in place: the entries nested splits left for it.
+        let (_, waiting) = outer.pop().expect("pushed above");
+        for (key, other_slot, other_claim) in waiting {
+            if let Entry::Occupied(mut o) = self.nodes.entry(key) {
+                if o.get().kind() == Kind::Block
+                    && !self.reshape(o.get_mut(), guard, |n| {
+                        n.upsert(other_slot, other_claim, guard)
+                    })
+                {
+                    self.merged.push((other_slot, 1));
+                }
+            }
+        }
+        if let Some(mut node) = self.nodes.get_mut(&head.0) {
+            if node.kind() == Kind::Head(run) {
+                let bytes = r.bytes();
+                // Dropping the head retires the run.
+                *node = Node::new(parent, LocalBlockHash(locals[0]), depth, slot, claim);
+                self.unlinked_run(r.len(), bytes);
+            }
+        }
+        if merged > 0 {
+            self.merged.push((slot, merged));
+        }
+    }
+
+    /// Hands each count of entries that splits merged (see [`Tree::merged`]) to `uncount`.
+    pub(crate) fn take_merged(&self, mut uncount: impl FnMut(Slot, usize)) {
+        while let Some((slot, merged)) = self.merged.pop() {
+            uncount(slot, merged);
+        }
+    }
+
+    /// Splits up every run in the tree (one pass over the map), so that every block has a
+    /// key: for what looks blocks up by sequence hash (KV events, restores).
+    pub(crate) fn split_all(&self, guard: &Guard) {
+        if self.runs.load(SeqCst) == 0 {
+            return;
+        }
+        let heads: Vec<(u64, usize)> = self
+            .nodes
+            .iter()
+            .filter_map(|n| match n.kind() {
+                Kind::Head(run) => Some((*n.key(), run)),
+                _ => None,
+            })
+            .collect();
+        for (head, run) in heads {
+            self.split(SequenceHash(head), run, guard);
+        }
+    }
+
+    /// A walk at a run's tail marker: ends `slot`'s claim on the whole run if
+    /// `walk_decision` says so and `budget` allows, else splits the run up (budget too
+    /// small, or `whole` false: the walk covers one block) so the walk goes on block by
+    /// block. `forget` is called once per entry removed, with the head's write lock held.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn walk_run(
+        &self,
+        (head, run, tail): (SequenceHash, usize, u64),
+        slot: Slot,
+        decide: impl FnOnce(Claim) -> super::node::Settle,
+        budget: usize,
+        whole: bool,
+        mut forget: impl FnMut(),
+        guard: &Guard,
+    ) -> RunWalk {
+        let Entry::Occupied(entry) = self.nodes.entry(head.0) else {
+            return RunWalk::Stop;
+        };
+        if entry.get().kind() != Kind::Head(run) {
+            return RunWalk::Stop;
+        }
+        // SAFETY: read from a head under the shard lock, with `guard` pinned.
+        let r = unsafe { run_at(run, guard) };
+        if !r.is_live() {
+            drop(entry);
+            r.wait_split();
+            return RunWalk::Again;
+        }
+        let Some((held, claim)) = entry
+            .get()
+            .holders(guard)
+            .first()
+            .map(|h| (h.slot(), h.claim()))
+        else {
+            return RunWalk::Stop;
+        };
+        if held != slot || decide(claim) != super::node::Settle::Remove {
+            return RunWalk::Stop;
+        }
+        let len = r.len();
+        if !whole || len > budget {
+            drop(entry);
+            self.split(head, run, guard);
+            return RunWalk::Again;
+        }
+        let (parent, depth) = (entry.get().parent, entry.get().depth());
+        for _ in 0..len {
+            forget();
+        }
+        let bytes = r.bytes();
+        entry.remove();
+        self.unlinked_run(len, bytes);
+        self.remove_tail_marker(tail, head, run);
+        RunWalk::Removed {
+            removed: len,
+            parent,
+            depth,
+        }
+    }
+
+    /// Counts out a run of `len` blocks and `bytes` whose head left the map.
+    fn unlinked_run(&self, len: usize, bytes: usize) {
+        self.runs.fetch_sub(1, SeqCst);
+        self.run_blocks.fetch_sub(len, SeqCst);
+        self.array_bytes.add((bytes as u64).wrapping_neg());
+    }
+
+    /// Removes the tail marker at `tail` if it still names `run`, whose head (at `head`)
+    /// must be gone or split up (checked first, without holding the marker's lock: once a
+    /// run leaves its head it never comes back).
+    pub(super) fn remove_tail_marker(&self, tail: u64, head: SequenceHash, run: usize) {
+        if self
+            .nodes
+            .get(&head.0)
+            .is_some_and(|n| n.kind() == Kind::Head(run))
+        {
+            return;
+        }
+        if let Entry::Occupied(o) = self.nodes.entry(tail) {
+            if matches!(o.get().kind(), Kind::Tail { run: r, .. } if r == run) {
+                o.remove();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute_seq_hashes;
+
+    #[test]
+    fn a_run_matches_its_query_in_one_compare_or_to_where_it_branches() {
+        let local: Vec<LocalBlockHash> = (1..=5).map(LocalBlockHash).collect();
+        let seq = compute_seq_hashes(&local);
+        let run = Run::new(&local[1..], &seq[1..]);
+        assert_eq!((run.len(), run.tail()), (4, seq[4].0));
+        assert_eq!(run.locals(), &[2, 3, 4, 5]);
+        let mut probes = 0;
+        let m = run.matched(1, 5, |i| {
+            probes += 1;
+            seq[i].0
+        });
+        assert_eq!((m, probes), (4, 1));
+        // A shorter query, and one that branches after two blocks.
+        assert_eq!(run.matched(1, 3, |i| seq[i].0), 2);
+        let other = compute_seq_hashes(&[1, 2, 3, 9, 9].map(LocalBlockHash));
+        assert_eq!(run.matched(1, 5, |i| other[i].0), 2);
+        assert_eq!(run.matched(1, 1, |i| seq[i].0), 0);
+    }
+
+    fn chain(n: u64) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
+        let local: Vec<LocalBlockHash> = (1..=n).map(LocalBlockHash).collect();
+        let seq = compute_seq_hashes(&local);
+        (local, seq)
+    }
+
+    fn holders_at(tree: &Tree, seq: SequenceHash, guard: &Guard) -> Vec<(Slot, Claim)> {
+        let node = tree.nodes.get(&seq.0).expect("a key");
+        assert_eq!(node.kind(), Kind::Block);
+        node.holders(guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect()
+    }
+
+    /// New blocks make one run; a whole refresh stays one; a walk removes it at once; a
+    /// second worker splits it up into blocks that keep the first one's claim.
+    #[test]
+    fn a_decisions_new_blocks_are_one_run_until_a_second_worker_comes() {
+        let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+        let (local, seq) = chain(6);
+        assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 6);
+        assert_eq!((tree.nodes.len(), tree.len()), (2, 6));
+        assert_eq!(tree.record(1, (&local, &seq), 120, false, &guard), 0);
+        let mut forgotten = 0;
+        let walked = tree.walk(
+            seq[5],
+            1,
+            120,
+            true,
+            100,
+            super::super::Span::Path,
+            || forgotten += 1,
+            &guard,
+        );
+        assert_eq!((walked.removed, forgotten, tree.nodes.len()), (6, 6, 0));
+        assert_eq!((tree.runs.load(SeqCst), tree.array_bytes.sum()), (0, 0));
+
+        assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 6);
+        assert_eq!(
+            tree.record(2, (&local[..3], &seq[..3]), 90, true, &guard),
+            3
+        );
+        assert_eq!((tree.nodes.len(), tree.runs.load(SeqCst)), (6, 0));
+        assert_eq!(
+            holders_at(&tree, seq[2], &guard),
+            [(1, Claim::approx(100)), (2, Claim::approx(90))]
+        );
+        assert_eq!(holders_at(&tree, seq[5], &guard), [(1, Claim::approx(100))]);
+        // A walk with less budget than a run splits it and removes block by block.
+        assert_eq!(
+            tree.record(3, (&local[..1], &seq[..1]), 50, true, &guard),
+            1
+        );
+        let (l2, s2) = chain(9);
+        assert_eq!(tree.record(4, (&l2[6..], &s2[6..]), 70, true, &guard), 3);
+        let walked = tree.walk(
+            s2[8],
+            4,
+            70,
+            true,
+            2,
+            super::super::Span::Path,
+            || {},
+            &guard,
+        );
+        assert_eq!((walked.removed, walked.resume), (2, Some(s2[6])));
+    }
+
+    /// A run over blocks a walk left behind above a gap (here a run of the same slot): the
+    /// split merges them, keeps the later claim, and hands over the entries the slot's
+    /// count has twice. (Its tail marker is not replaced: a walk reaches it through it.)
+    #[test]
+    fn a_split_merges_a_run_left_behind_inside_it() {
+        let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+        let (local, seq) = chain(6);
+        assert!(tree.insert_run(2, seq[2], 3, (&local[3..], &seq[3..]), 50, &guard));
+        // The new run's last block is the other run's tail: both are split up at once.
+        assert_eq!(tree.record(2, (&local, &seq), 100, true, &guard), 6);
+        assert_eq!((tree.runs.load(SeqCst), tree.nodes.len()), (0, 6));
+        for s in &seq[1..] {
+            assert_eq!(holders_at(&tree, *s, &guard), [(2, Claim::approx(100))]);
+        }
+        let mut twice = 0;
+        tree.take_merged(|slot, n| {
+            assert_eq!(slot, 2);
+            twice += n;
+        });
+        assert_eq!(twice, 3);
+        assert_eq!(tree.array_bytes.sum(), 0);
+    }
+}
