@@ -7,7 +7,7 @@
 pub struct IndexStats {
     /// Stored (block, worker) pairs not yet reclaimed, expired ones included until swept.
     pub entries: usize,
-    /// Radix-tree nodes (distinct block prefixes) in the map.
+    /// Blocks (distinct block prefixes) in the radix tree, each run counted as its blocks.
     pub nodes: usize,
     /// Workers currently registered (recorded and not removed).
     pub workers: usize,
