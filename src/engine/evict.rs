@@ -192,9 +192,11 @@ impl Evictor<'_> {
         }
         log.compact(|d| {
             self.workers.generation(d.slot) == d.generation
+                // A leaf is a key whenever it exists (a block or a run's tail).
                 && self
                     .tree
-                    .claim_of(d.leaf, d.slot, self.guard)
+                    .claim_at(d.leaf, d.slot, self.guard)
+                    .flatten()
                     .is_some_and(|c| c.expiry != 0 && c.expiry <= d.expiry)
         });
     }

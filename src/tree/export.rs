@@ -6,7 +6,7 @@ use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
 use super::node::Kind;
-use super::{node, run, Holder, Tree};
+use super::{node, run, Tree};
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::hash::SeqChain;
 use crate::slot::{Slot, SlotOwners};
@@ -197,17 +197,8 @@ impl Tree {
         slot: Slot,
         guard: &Guard,
     ) -> Option<(u32, Option<Claim>)> {
-        let node = self.nodes.get(&seq.0)?;
-        let depth = node.depth();
-        let holders = match node.kind() {
-            Kind::Block | Kind::Head(_) => node.holders(guard),
-            Kind::Tail { head, .. } => {
-                drop(node);
-                self.nodes.get(&head.0)?.holders(guard)
-            }
-        };
-        let claim = node::find(&holders, slot).map(Holder::claim);
-        Some((depth, claim))
+        let depth = self.nodes.get(&seq.0)?.depth();
+        Some((depth, self.claim_at(seq, slot, guard)?))
     }
 }
 

@@ -99,18 +99,29 @@ impl Tree {
     /// `slot`'s claim on the block `seq`, if it holds one. A block inside a run has no key:
     /// if `seq` has none while runs exist, they are split up and `seq` looked up again.
     pub(crate) fn claim_of(&self, seq: SequenceHash, slot: Slot, guard: &Guard) -> Option<Claim> {
-        self.keyed(seq, guard, |tree| {
-            let node = tree.nodes.get(&seq.0)?;
-            let holders = match node.kind() {
-                Kind::Block | Kind::Head(_) => node.holders(guard),
-                Kind::Tail { head, .. } => {
-                    drop(node);
-                    tree.nodes.get(&head.0)?.holders(guard)
-                }
-            };
-            Some(node::find(&holders, slot).map(Holder::claim))
-        })
-        .flatten()
+        self.keyed(seq, guard, |tree| tree.claim_at(seq, slot, guard))
+            .flatten()
+    }
+
+    /// `slot`'s claim on the block keyed `seq` (a block, a run's head, or its tail marker,
+    /// which reads as the run): `None` if there is no such key, `Some(None)` if the slot
+    /// does not hold it. For blocks that are keys whenever they exist, such as a logged
+    /// decision's leaf: nothing is split.
+    pub(crate) fn claim_at(
+        &self,
+        seq: SequenceHash,
+        slot: Slot,
+        guard: &Guard,
+    ) -> Option<Option<Claim>> {
+        let node = self.nodes.get(&seq.0)?;
+        let holders = match node.kind() {
+            Kind::Block | Kind::Head(_) => node.holders(guard),
+            Kind::Tail { head, .. } => {
+                drop(node);
+                self.nodes.get(&head.0)?.holders(guard)
+            }
+        };
+        Some(node::find(&holders, slot).map(Holder::claim))
     }
 
     /// `look(self)`, and if it finds nothing while runs exist (the block may be inside
