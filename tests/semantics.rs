@@ -358,3 +358,40 @@ fn estimated_bytes_grow_with_entries_within_a_plausible_range() {
         "{per_entry} bytes per entry"
     );
 }
+
+/// A decision's new blocks are stored as one run (`docs/design.md`, "Runs"): nothing of it
+/// shows. Every block is a node in `stats().nodes` and one `Stored` event in the dump; a
+/// prompt ending inside it, one branching off it and a second worker on it get the scores
+/// one node per block would give; each block keeps its own expiry; all of it is freed.
+#[test]
+fn runs_answer_count_and_expire_like_one_node_per_block() {
+    let (index, clock) = manual_index(4, TTL);
+    let prompt = tokens(0, 64); // 16 blocks, all new: one run
+    index.process_routing_decision_for_request(&prompt, 1);
+    let s = index.stats();
+    assert_eq!((s.entries, s.nodes), (16, 16));
+    assert_eq!(index.dump_events().len(), 16);
+    assert_eq!(index.find_matches_for_request(&prompt).scores[&1], 16);
+    assert_eq!(index.find_matches_for_request(&prompt[..30]).scores[&1], 7);
+    let mut branch = prompt[..40].to_vec();
+    branch.extend(tokens(1_000, 24));
+    assert_eq!(index.find_matches_for_request(&branch).scores[&1], 10);
+    clock.advance(TTL / 2);
+    // A second worker on the first 6 blocks, and worker 1 refreshing only 8 of them.
+    index.process_routing_decision_for_request(&prompt[..24], 2);
+    index.process_routing_decision_for_request(&prompt[..32], 1);
+    let s = index.stats();
+    assert_eq!((s.entries, s.nodes), (22, 16));
+    let found = index.find_matches_for_request(&prompt);
+    assert_eq!((found.scores[&1], found.scores[&2]), (16, 6));
+    // The blocks past the refresh expire with the first decision, the rest later.
+    clock.advance(TTL / 2);
+    let found = index.find_matches_for_request(&prompt);
+    assert_eq!((found.scores[&1], found.scores[&2]), (8, 6));
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 14);
+    clock.advance(TTL);
+    index.sweep_expired();
+    let s = index.stats();
+    assert_eq!((s.entries, s.nodes), (0, 0));
+}
