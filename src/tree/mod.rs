@@ -9,7 +9,7 @@ pub(crate) mod claim;
 mod export;
 mod find;
 mod node;
-mod run;
+pub(crate) mod run;
 
 use std::sync::atomic::Ordering::Relaxed;
 

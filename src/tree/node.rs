@@ -629,7 +629,7 @@ impl Drop for Node {
             // block when the run is split up, or the map dropped) under the shard write
             // lock: its run goes with it, through the collector like a holder array.
             let guard = epoch::pin();
-            super::run::retire(run, &guard);
+            crate::tree::run::retire(run, &guard);
             return;
         }
         // A node leaves the map under the shard write lock, usually after `settle` emptied
