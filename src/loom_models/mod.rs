@@ -16,6 +16,7 @@ mod find_vs_unlink;
 mod handover;
 mod record_vs_sweep;
 mod remove_vs_record;
+mod split_vs_refresh;
 mod uncount_vs_recycle;
 mod watch;
 

@@ -51,7 +51,7 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    fn new(local: &[LocalBlockHash], seq: &[SequenceHash]) -> Self {
+    pub(crate) fn new(local: &[LocalBlockHash], seq: &[SequenceHash]) -> Self {
         debug_assert_eq!(local.len(), seq.len());
         let hashes = seq.iter().map(|s| s.0).chain(local.iter().map(|l| l.0));
         Self {
@@ -108,8 +108,15 @@ impl Run {
         (0..len).take_while(|&i| key(at + i) == seqs[i]).count()
     }
 
+    /// Freezes the run for a split: its claim no longer changes in place. Only the split in
+    /// turn calls it, holding the head's write lock, which every in-place refresh's read
+    /// lock excludes (loom model `split_vs_refresh`).
+    pub(crate) fn freeze(&self) {
+        self.state.store(FROZEN, SeqCst);
+    }
+
     /// Spins until a split of this run ends.
-    fn wait_split(&self) {
+    pub(crate) fn wait_split(&self) {
         while self.state.load(Ordering::Acquire) == FROZEN {
             crate::sync::yield_now();
         }
@@ -287,7 +294,7 @@ impl Tree {
                 return;
             };
             // Only the split in turn freezes a run: this one is live.
-            r.state.store(FROZEN, SeqCst);
+            r.freeze();
             (node.parent, node.depth(), holder.0, holder.1)
         };
         outer.push((run, Vec::new()));
