@@ -415,10 +415,13 @@ def test_tokens_are_copied_before_the_gil_is_released():
     index = ApproxKvIndexer(block_size=64, ttl=600.0)
     original = np.arange(1, (1 << 20) + 1, dtype=np.uint32)
     tokens = original.copy()
-    wrote, go = [], threading.Event()
+    started, wrote, go = [], [], threading.Event()
 
     def writer():
         go.wait()
+        # Said before the write: NumPy may release the GIL while it fills a large array,
+        # and a `record` called after the write began could copy zeros, as it may.
+        started.append(True)
         tokens[:] = 0
         wrote.append(True)
 
@@ -430,7 +433,7 @@ def test_tokens_are_copied_before_the_gil_is_released():
         go.set()
         for _ in range(1000):
             index.record(tokens, 1)
-            if wrote:
+            if started:
                 break
     finally:
         sys.setswitchinterval(interval)
