@@ -180,16 +180,9 @@ impl Tree {
         let mut lo = 0;
         if let Some(run) = run {
             // Only the run's holder is active.
-            match jump(run, 0, n, &mut key) {
-                Jump::Whole => {
-                    settle(active, out, n);
-                    return;
-                }
-                Jump::Parted(at) => {
-                    settle(active, out, at);
-                    return;
-                }
-                Jump::Past(end) => lo = end,
+            match through_run(run, (0, n), &mut key, active, out) {
+                Some(end) => lo = end,
+                None => return,
             }
         }
         if n == 1 {
@@ -253,10 +246,8 @@ impl Tree {
             // The workers left hold block `hi`; if it is a run's head, they are its holder,
             // and the blocks after it have no key: on through the run.
             if let (Some(run), false) = (run_hi, active.is_empty()) {
-                match jump(run, hi, n, &mut key) {
-                    Jump::Whole => settle(active, out, n),
-                    Jump::Parted(at) => settle(active, out, at),
-                    Jump::Past(end) => lo = end,
+                if let Some(end) = through_run(run, (hi, n), &mut key, active, out) {
+                    lo = end;
                 }
             }
         }
@@ -291,14 +282,13 @@ impl Tree {
                 return;
             }
             // Every block of a run has the head's holders: on to where the query leaves it.
-            match run.map(|run| jump(run, i, n, &mut key)) {
-                None => i += 1,
-                Some(Jump::Whole) => i = n,
-                Some(Jump::Parted(at)) => {
-                    settle(active, out, at);
-                    return;
-                }
-                Some(Jump::Past(end)) => i = end + 1,
+            let Some(run) = run else {
+                i += 1;
+                continue;
+            };
+            match through_run(run, (i, n), &mut key, active, out) {
+                Some(end) => i = end + 1,
+                None => return,
             }
         }
         settle(active, out, n);
@@ -328,6 +318,25 @@ fn jump(run: &Run, at: usize, n: usize, key: &mut impl FnMut(usize) -> u64) -> J
     } else {
         Jump::Past(at + matched - 1)
     }
+}
+
+/// The active workers, all of them the holder of the run whose head is block `at`, go on
+/// through it: settled where the query leaves the run or ends (`None`), or still active at
+/// the run's last block, which is returned when the query goes on past it.
+#[inline]
+fn through_run<W: WorkerKey>(
+    run: &Run,
+    (at, n): (usize, usize),
+    key: &mut impl FnMut(usize) -> u64,
+    active: &mut Vec<(Slot, Active)>,
+    out: &mut impl ScoreSink<W>,
+) -> Option<usize> {
+    match jump(run, at, n, key) {
+        Jump::Whole => settle(active, out, n),
+        Jump::Parted(left) => settle(active, out, left),
+        Jump::Past(end) => return Some(end),
+    }
+    None
 }
 
 /// Reports every active worker's score as `depth`, and empties the active set.

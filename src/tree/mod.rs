@@ -99,7 +99,7 @@ impl Tree {
     /// `slot`'s claim on the block `seq`, if it holds one. A block inside a run has no key:
     /// if `seq` has none while runs exist, they are split up and `seq` looked up again.
     pub(crate) fn claim_of(&self, seq: SequenceHash, slot: Slot, guard: &Guard) -> Option<Claim> {
-        self.keyed(seq, guard, |tree| tree.claim_at(seq, slot, guard))
+        self.keyed(guard, |tree| tree.claim_at(seq, slot, guard))
             .flatten()
     }
 
@@ -126,12 +126,7 @@ impl Tree {
 
     /// `look(self)`, and if it finds nothing while runs exist (the block may be inside
     /// one), again once every run is split up.
-    fn keyed<R>(
-        &self,
-        _seq: SequenceHash,
-        guard: &Guard,
-        look: impl Fn(&Self) -> Option<R>,
-    ) -> Option<R> {
+    fn keyed<R>(&self, guard: &Guard, look: impl Fn(&Self) -> Option<R>) -> Option<R> {
         look(self).or_else(|| {
             if self.runs.load(std::sync::atomic::Ordering::SeqCst) == 0 {
                 return None;
@@ -192,7 +187,8 @@ impl Tree {
         let mut added = 0;
         let (mut i, mut depth) = (0, 0u32);
         let mut parent = SequenceHash::default();
-        // As in `upsert_blocks`: past the slot's known prefix, skip the read-locked probe.
+        // As in `upsert_chain`: past the slot's known prefix, skip the read-locked probe
+        // (from the start for a slot that held nothing).
         let mut past_the_known_prefix = holds_none;
         // Whether the next block may be missing (not merely unheld by the slot): a run is
         // tried only then, so a worker joining a shared prompt tries none per block.
@@ -225,9 +221,8 @@ impl Tree {
                     added += usize::from(placed != Placed::Raised);
                     may_be_missing = placed == Placed::NewNode;
                 }
-                Err((head, run)) => {
-                    self.split(head, run, guard);
-                    self.remove_tail_marker(seq[i].0, head, run);
+                Err(run) => {
+                    self.clear_run_at(seq[i].0, run, guard);
                     continue;
                 }
             }
@@ -272,8 +267,7 @@ impl Tree {
             // behind by a run that is gone): the run, if any, goes.
             Kind::Tail { head, run } => {
                 drop(node);
-                self.split(head, run, guard);
-                self.remove_tail_marker(seq[i].0, head, run);
+                self.clear_run_at(seq[i].0, (head, run), guard);
                 Refresh::Missing
             }
         }
@@ -300,19 +294,6 @@ impl Tree {
         blocks: impl Iterator<Item = Block>,
         guard: &Guard,
     ) -> usize {
-        self.upsert_blocks(slot, parent, blocks, false, guard)
-    }
-
-    /// [`upsert_chain`](Self::upsert_chain); with `holds_none`, every block goes straight to
-    /// the write-locked insert (see [`record`](Self::record)).
-    fn upsert_blocks(
-        &self,
-        slot: Slot,
-        parent: Option<SequenceHash>,
-        blocks: impl Iterator<Item = Block>,
-        holds_none: bool,
-        guard: &Guard,
-    ) -> usize {
         let mut added = 0;
         let mut parent = parent;
         let mut depth = parent.map_or(0, |p| self.depth_below(p, guard));
@@ -320,9 +301,8 @@ impl Tree {
         // chain are missing for the slot too (holder sets shrink with depth; a concurrent
         // record racing us, or entries of KV events that break the nesting, are handled by
         // the write-locked path, which raises an entry it finds): skip the read-locked
-        // probe so that a new entry costs one map probe, not two. The same holds from the
-        // start for a slot that held nothing.
-        let mut past_the_known_prefix = holds_none;
+        // probe so that a new entry costs one map probe, not two.
+        let mut past_the_known_prefix = false;
         for Block { local, seq, claim } in blocks {
             // In place under the shard read lock: one probe, one atomic.
             let done = !past_the_known_prefix
@@ -364,18 +344,17 @@ impl Tree {
         guard: &Guard,
     ) -> Result<Placed, (SequenceHash, usize)> {
         match self.nodes.entry(seq.0) {
-            Entry::Occupied(mut o) => match o.get().kind() {
-                Kind::Block => {
-                    let added = self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard));
-                    Ok(if added {
-                        Placed::NewHolder
-                    } else {
-                        Placed::Raised
-                    })
+            Entry::Occupied(mut o) => {
+                if let Some(run) = o.get().kind().run(seq.0) {
+                    return Err(run);
                 }
-                Kind::Head(run) => Err((seq, run)),
-                Kind::Tail { head, run } => Err((head, run)),
-            },
+                let added = self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+                Ok(if added {
+                    Placed::NewHolder
+                } else {
+                    Placed::Raised
+                })
+            }
             Entry::Vacant(v) => {
                 v.insert(Node::new(parent, local, depth, slot, claim));
                 Ok(Placed::NewNode)
@@ -399,10 +378,7 @@ impl Tree {
         loop {
             match self.upsert_locked(slot, seq, parent, local, depth, claim, guard) {
                 Ok(placed) => return placed != Placed::Raised,
-                Err((head, run)) => {
-                    self.split(head, run, guard);
-                    self.remove_tail_marker(seq.0, head, run);
-                }
+                Err(run) => self.clear_run_at(seq.0, run, guard),
             }
         }
     }
@@ -414,7 +390,7 @@ impl Tree {
     /// (A tail's children hang below the run, which stays.)
     fn depth_below(&self, parent: SequenceHash, guard: &Guard) -> u32 {
         loop {
-            let found = self.keyed(parent, guard, |tree| {
+            let found = self.keyed(guard, |tree| {
                 tree.nodes.get(&parent.0).map(|n| (n.kind(), n.depth()))
             });
             match found {
@@ -477,18 +453,11 @@ impl Tree {
                 self.split_all(guard);
                 continue;
             };
-            match entry.get().kind() {
-                Kind::Block => return Some(entry),
-                Kind::Head(run) => {
-                    drop(entry);
-                    self.split(seq, run, guard);
-                }
-                Kind::Tail { head, run } => {
-                    drop(entry);
-                    self.split(head, run, guard);
-                    self.remove_tail_marker(seq.0, head, run);
-                }
-            }
+            let Some(run) = entry.get().kind().run(seq.0) else {
+                return Some(entry);
+            };
+            drop(entry);
+            self.clear_run_at(seq.0, run, guard);
         }
     }
 

@@ -170,6 +170,19 @@ pub(crate) enum Kind {
     Tail { head: SequenceHash, run: usize },
 }
 
+impl Kind {
+    /// The run that a head or a tail marker keyed `key` names: its head's key and its
+    /// pointer (`None` for a block).
+    #[inline]
+    pub(crate) fn run(self, key: u64) -> Option<(SequenceHash, usize)> {
+        match self {
+            Kind::Block => None,
+            Kind::Head(run) => Some((SequenceHash(key), run)),
+            Kind::Tail { head, run } => Some((head, run)),
+        }
+    }
+}
+
 /// A reader's view of a node's holders, valid after the shard lock is dropped: a copy of
 /// an inline holder, or the published array's holders (kept alive by the epoch guard).
 #[derive(Debug)]

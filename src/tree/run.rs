@@ -479,6 +479,13 @@ impl Tree {
         self.array_bytes.add((bytes as u64).wrapping_neg());
     }
 
+    /// Splits up the run that the head or tail marker keyed `key` names (`head`, `run`),
+    /// and removes the marker if it outlived its run: `key` is then a block, or missing.
+    pub(super) fn clear_run_at(&self, key: u64, (head, run): (SequenceHash, usize), guard: &Guard) {
+        self.split(head, run, guard);
+        self.remove_tail_marker(key, head, run);
+    }
+
     /// Removes the tail marker at `tail` if it still names `run`, whose head (at `head`)
     /// must be gone or split up (checked first, without holding the marker's lock: once a
     /// run leaves its head it never comes back).
