@@ -487,3 +487,75 @@ fn ttl_stretches_by_nanoseconds_only_with_caps() {
         );
     }
 }
+
+/// Found by the caps property test: a restored claim equal to the claim its entry already
+/// had (the same worker's later decision, on a still clock) was logged before that decision
+/// and evicted first, for its block only, leaving the decision's deeper blocks without
+/// their prefix. Such a claim now gets no walk of its own (the decision's covers it).
+#[test]
+fn a_restored_claim_equal_to_a_held_one_is_not_evicted_before_its_children() {
+    let ops = [
+        Op::Record {
+            worker: 2,
+            tokens: vec![0],
+            salt: 1,
+        },
+        Op::SaveSnapshot,
+        Op::RemoveWorker(2),
+        Op::Record {
+            worker: 2,
+            tokens: vec![0; 7],
+            salt: 1,
+        },
+        Op::RestoreSaved,
+        Op::Record {
+            worker: 0,
+            tokens: vec![0; 3],
+            salt: 0,
+        },
+    ];
+    let h = run_capped(1, 200_000, 1, false, (None, Some(10)), &ops);
+    assert!(h.model.evictions() > 0, "the cap evicted");
+}
+
+/// Found by the caps property test (when other threads moved the epoch on): a removed
+/// worker's slot, its entries all evicted, was recycled for the next new worker while
+/// timers of its evicted decisions were still pending; they fired on the new registration
+/// (removed too, so every entry of it went), freeing entries that its own timers were to
+/// free later. Timers now carry the slot's generation, like logged decisions.
+#[test]
+fn timers_of_a_recycled_slot_leave_its_next_registration_alone() {
+    let record = |worker, tokens: &[u32], salt| Op::Record {
+        worker,
+        tokens: tokens.to_vec(),
+        salt,
+    };
+    let ops = [
+        record(0, &[0, 1, 2, 0, 2, 2, 2, 0, 0, 0, 1, 1, 1, 2, 2, 2, 0], 0),
+        Op::RemoveWorker(0),
+        record(3, &[0, 1, 2, 0, 1, 2, 0, 1], 0),
+        record(
+            1,
+            &[1, 2, 0, 1, 1, 1, 0, 0, 0, 2, 0, 1, 2, 1, 1, 0, 2, 1],
+            2,
+        ),
+        Op::Advance(89_047),
+        record(9, &[0, 1, 2, 0, 1, 2, 0, 1, 2], 0),
+        Op::RemoveWorker(9),
+        Op::Sweep,
+    ];
+    // Recycling waits for the epoch: keep it moving, as other threads do.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mover = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                crossbeam_epoch::pin().flush();
+            }
+        }
+    });
+    let h = run_capped(1, 82_756, 1, false, (None, Some(9)), &ops);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    mover.join().expect("no panic");
+    assert!(h.model.evictions() > 0, "the cap evicted");
+}

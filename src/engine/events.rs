@@ -165,7 +165,15 @@ impl Engine {
         guard: &epoch::Guard,
     ) {
         if let Some(timers) = self.timers() {
-            timers.schedule(expiry, Timer { leaf, slot });
+            let generation = self.workers.generation(slot);
+            timers.schedule(
+                expiry,
+                Timer {
+                    leaf,
+                    slot,
+                    generation,
+                },
+            );
         }
         if self.caps.any() {
             self.workers.note_expiry(slot, expiry);

@@ -176,7 +176,12 @@ impl Evictor<'_> {
                 true,
             );
             if let Some(timers) = self.timers {
-                timers.schedule(decision.expiry, Timer { leaf: rest, slot });
+                let timer = Timer {
+                    leaf: rest,
+                    slot,
+                    generation: decision.generation,
+                };
+                timers.schedule(decision.expiry, timer);
             }
         }
         walked.removed // uncounted by the walk, entry by entry

@@ -206,7 +206,15 @@ impl Engine {
         self.workers.adjust_entries(slot, added as i64);
         self.uncount_merged();
         if let Some(timers) = self.timers() {
-            timers.schedule(expiry, Timer { leaf, slot });
+            let generation = self.workers.generation(slot);
+            timers.schedule(
+                expiry,
+                Timer {
+                    leaf,
+                    slot,
+                    generation,
+                },
+            );
         }
         if self.caps.any() {
             self.log(slot, (leaf, expiry, Span::Path), dated, &guard);

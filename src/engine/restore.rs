@@ -89,9 +89,14 @@ impl Engine {
                 exact: e.exact,
                 ttl_left,
             };
+            let held = self.tree.claim_of(e.block, slot, &guard).map(|c| c.expiry);
             let added = self.tree.restore_entry(slot, &row, claim, &guard);
             self.workers.adjust_entries(slot, i64::from(added));
-            if expiry != 0 {
+            // A claim the entry already had (or outlasted) gets no walk of its own: the
+            // walk of the claim it merged into covers it, in its order (a restored claim
+            // walked first at an equal expiry would remove a block that the other claim's
+            // deeper blocks still need).
+            if expiry != 0 && held.map_or(true, |h| h < expiry) {
                 self.schedule_walk(slot, e.block, expiry, Span::Block, &guard);
             }
             self.workers.end_write(slot, write);

@@ -104,7 +104,15 @@ impl Engine {
         let batch = self.expiry.take_due(now, BATCH, wait)?;
         let mut freed = 0;
         let guard = epoch::pin();
-        for &(deadline, Timer { leaf, slot }) in &batch.timers {
+        for &(deadline, timer) in &batch.timers {
+            let Timer {
+                leaf,
+                slot,
+                generation,
+            } = timer;
+            if self.workers.generation(slot) != generation {
+                continue; // of a recycled slot's earlier registration, whose entries are gone
+            }
             let alive = self.workers.is_alive(slot);
             // A timer another sweeper found due may be walked by a thread whose clock
             // reading is a little older: the deadline has passed all the same.

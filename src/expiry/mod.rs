@@ -14,12 +14,16 @@ use crate::sync::{AtomicUsize, Mutex, Ordering, SegQueue};
 use crate::SequenceHash;
 use wheel::TimerWheel;
 
-/// One recorded decision waiting to expire: the prompt's last block and the worker slot.
-/// When it fires, the sweeper walks from `leaf` towards the root.
+/// One recorded decision waiting to expire: the prompt's last block, the worker slot and
+/// the slot's generation when it was scheduled. When it fires, the sweeper walks from
+/// `leaf` towards the root, unless the slot has been recycled since (another generation:
+/// the registration it was for has no entries left, and the slot's new one is not its to
+/// walk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timer {
     pub(crate) leaf: SequenceHash,
     pub(crate) slot: Slot,
+    pub(crate) generation: u16,
 }
 
 /// The queue callers push to and the wheel sweepers drain into.

@@ -58,6 +58,7 @@ impl World {
         let timer = Timer {
             leaf: SequenceHash(0),
             slot: WORKER,
+            generation: 0,
         };
         if cfg!(loom_break = "schedule_first") {
             self.expiry.schedule(DEADLINE, timer);

@@ -596,8 +596,11 @@ impl Model {
                 self.had_exact.insert(reg);
             }
             let parent = (depth > 0).then_some(parent);
+            let held = self.entries.get(&(reg, seq)).map(|c| c.expiry);
             let added = self.upsert(reg, seq, local, parent, depth, Claim { exact, expiry });
-            if expiry != 0 {
+            // A claim the entry already had (or outlasted) gets no walk of its own: the
+            // walk of the claim it merged into covers it.
+            if expiry != 0 && held.map_or(true, |h| h < expiry) {
                 self.schedule_walk(reg, seq, expiry, true);
             }
             match added_per_reg.iter_mut().find(|(r, _)| *r == reg) {
