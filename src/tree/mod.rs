@@ -195,8 +195,9 @@ impl Tree {
         let mut may_be_missing = true;
         while i < n {
             if !past_the_known_prefix {
-                match self.refresh_at(slot, seq, i, claim, guard) {
-                    Refresh::Done(blocks) => {
+                match self.refresh_at(slot, &seq[..n], i, claim, guard) {
+                    Refresh::Done { blocks, added: a } => {
+                        added += a;
                         i += blocks;
                         depth = depth.saturating_add(blocks as u32);
                         parent = seq[i - 1];
@@ -220,6 +221,20 @@ impl Tree {
                 Ok(placed) => {
                     added += usize::from(placed != Placed::Raised);
                     may_be_missing = placed == Placed::NewNode;
+                }
+                // A run the prompt covers whole: the slot joins it.
+                Err((head, run)) if head == seq[i] => {
+                    if let Some((blocks, joined)) = self.join_run(slot, &seq[..n], i, claim, guard)
+                    {
+                        added += if joined { blocks } else { 0 };
+                        i += blocks;
+                        depth = depth.saturating_add(blocks as u32);
+                        parent = seq[i - 1];
+                        may_be_missing = true;
+                        continue;
+                    }
+                    self.clear_run_at(seq[i].0, (head, run), guard);
+                    continue;
                 }
                 Err(run) => {
                     self.clear_run_at(seq[i].0, run, guard);
@@ -248,19 +263,33 @@ impl Tree {
             return Refresh::Missing;
         };
         match node.kind() {
-            Kind::Block if node.update_claim(slot, claim, guard) => Refresh::Done(1),
+            Kind::Block if node.update_claim(slot, claim, guard) => Refresh::Done {
+                blocks: 1,
+                added: 0,
+            },
             Kind::Block => Refresh::Missing,
             Kind::Head(run) => {
                 // SAFETY: read from a head under the shard lock, with `guard` pinned.
                 let r = unsafe { run::run_at(run, guard) };
-                let len = r.len();
-                let whole = i + len <= seq.len() && seq[i + len - 1].0 == r.tail();
                 // The claim changes in place only while the run is live: a split freezes
                 // it under the write lock, which this read lock excludes.
-                if whole && r.is_live() && node.update_claim(slot, claim, guard) {
-                    Refresh::Done(len)
-                } else {
-                    Refresh::Split(seq[i], run)
+                if !r.is_live() || !r.covered_by(seq, i) {
+                    return Refresh::Split(seq[i], run);
+                }
+                if node.update_claim(slot, claim, guard) {
+                    return Refresh::Done {
+                        blocks: r.len(),
+                        added: 0,
+                    };
+                }
+                // Another slot's run that the prompt covers: join it (write lock).
+                drop(node);
+                match self.join_run(slot, seq, i, claim, guard) {
+                    Some((blocks, joined)) => Refresh::Done {
+                        blocks,
+                        added: if joined { blocks } else { 0 },
+                    },
+                    None => Refresh::Split(seq[i], run),
                 }
             }
             // A tail marker where a prompt's walk from the root arrives (a marker left
@@ -609,27 +638,36 @@ impl Tree {
             };
             // SAFETY: read from a head under the shard lock, with `guard` pinned since.
             let r = unsafe { run::run_at(run, guard) };
-            let holder = self.nodes.get(&key).and_then(|n| {
+            // The purged slots among the run's holders.
+            let held: Option<Vec<usize>> = self.nodes.get(&key).and_then(|n| {
                 let here = n.kind() == Kind::Head(run);
-                here.then(|| n.holders(guard).first().map(Holder::slot))
+                here.then(|| {
+                    let holders = n.holders(guard);
+                    let purged = |(_, &slot): &(usize, &Slot)| node::find(&holders, slot).is_some();
+                    slots
+                        .iter()
+                        .enumerate()
+                        .filter(purged)
+                        .map(|(i, _)| i)
+                        .collect()
+                })
             });
-            let slot = match holder {
-                Some(Some(slot)) => slot,
-                Some(None) => continue,
-                // Split up since the scan (its blocks are nodes now), or removed.
-                None => {
-                    blocks.extend_from_slice(r.seqs());
-                    continue;
-                }
-            };
-            let Some(i) = slots.iter().position(|&s| s == slot) else {
+            // Split up since the scan (its blocks are nodes now), or removed.
+            let Some(held) = held else {
+                blocks.extend_from_slice(r.seqs());
                 continue;
             };
             let at = (SequenceHash(key), run, r.tail());
-            match self.walk_run(at, slot, |_| Settle::Remove, usize::MAX, true, || {}, guard) {
-                RunWalk::Removed { removed: n, .. } => removed[i] += n,
-                RunWalk::Again => blocks.extend_from_slice(r.seqs()),
-                RunWalk::Stop => {}
+            for i in held {
+                let remove = |_| Settle::Remove;
+                match self.walk_run(at, slots[i], remove, usize::MAX, true, || {}, guard) {
+                    RunWalk::Removed { removed: n, .. } => removed[i] += n,
+                    RunWalk::Again => {
+                        blocks.extend_from_slice(r.seqs());
+                        break;
+                    }
+                    RunWalk::Stop => {}
+                }
             }
         }
         for key in blocks {
@@ -663,8 +701,9 @@ enum Placed {
 
 /// What [`Tree::refresh_at`] did.
 enum Refresh {
-    /// Refreshed this many blocks (one, or a whole run).
-    Done(usize),
+    /// Refreshed (or joined) this many blocks (one, or a whole run), of which `added` are
+    /// new entries of the slot (a run it joined).
+    Done { blocks: usize, added: usize },
     /// The slot does not hold the block, or there is none.
     Missing,
     /// A run (head, pointer) that must be split up first.

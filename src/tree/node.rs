@@ -146,8 +146,8 @@ const EXACT: u32 = 1 << 31;
 const ARRAY: u32 = 1 << 30;
 /// The node has no holder (inline form only; it is about to be unlinked).
 const EMPTY: u32 = 1 << 29;
-/// The node is the first block of a [run](super::run) (inline form; its `local` field is
-/// the run's pointer, its inline holder the run's).
+/// The node is the first block of a [run](super::run): its `local` field is the run's
+/// pointer, its holders (inline or in an array) hold every block of the run.
 const HEAD: u32 = 1 << 28;
 /// The node marks the last block of a run: `parent` is the run's head, `local` the run's
 /// pointer (an identity only: never read through), no holder.
@@ -295,6 +295,24 @@ impl Node {
         }
     }
 
+    /// A node held by `holders` (one or more, sorted by slot, unique), as a split of a run
+    /// makes its blocks: inline for one, else an array of exactly their number.
+    pub(crate) fn held_by(
+        parent: SequenceHash,
+        local: LocalBlockHash,
+        depth: u32,
+        holders: &[(Slot, Claim)],
+        guard: &Guard,
+    ) -> Self {
+        assert!(!holders.is_empty(), "a node has a holder");
+        let mut node = Self::new(parent, local, depth, holders[0].0, holders[0].1);
+        if holders.len() >= 2 {
+            let len = holders.len();
+            node.set_array(new_array(len, len, holders.iter().copied()), len, guard);
+        }
+        node
+    }
+
     /// The head of a run: the run's first block, held by `slot` with `claim` on every
     /// block of the run; `run` is the run's pointer (`Owned::into_usize`).
     pub(crate) fn run_head(
@@ -400,7 +418,8 @@ impl Node {
         let old = self.array(guard);
         self.word.store(new.into_usize() as u64, Ordering::Release);
         self.slot_or_len = len as u32;
-        self.meta.store(self.depth() | ARRAY, Ordering::Release);
+        self.meta
+            .store(self.depth() | self.run_bits() | ARRAY, Ordering::Release);
         retire(old, guard);
     }
 
@@ -593,7 +612,8 @@ impl Node {
                     }
                     None => {
                         let old = self.array(guard);
-                        self.meta.store(self.depth() | EMPTY, Ordering::Release);
+                        self.meta
+                            .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
                         retire(old, guard);
                         Outcome::Removed { was, last: true }
                     }
@@ -637,22 +657,24 @@ fn retire(old: Option<Shared<'_, HolderArray>>, guard: &Guard) {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Kind::Head(run) = self.kind() {
-            // A head leaves the map (unlinked by a walk or a purge, replaced by its first
-            // block when the run is split up, or the map dropped) under the shard write
-            // lock: its run goes with it, through the collector like a holder array.
-            let guard = epoch::pin();
-            crate::tree::run::retire(run, &guard);
-            return;
-        }
+        let head = match self.kind() {
+            Kind::Head(run) => Some(run),
+            _ => None,
+        };
         // A node leaves the map under the shard write lock, usually after `settle` emptied
         // it. If it still has an array (the whole map is dropped, or a node replaced), a
         // reader that copied the pointer before may still be reading it, so it is retired
         // through the collector like any other.
-        if self.meta.load(Ordering::Acquire) & ARRAY == 0 {
+        if head.is_none() && self.meta.load(Ordering::Acquire) & ARRAY == 0 {
             return; // inline: nothing on the heap, no pin needed
         }
         let guard = epoch::pin();
+        if let Some(run) = head {
+            // A head leaves the map (unlinked by a walk or a purge, replaced by its first
+            // block when the run is split up, or the map dropped) under the shard write
+            // lock: its run goes with it, through the collector like a holder array.
+            crate::tree::run::retire(run, &guard);
+        }
         let array = self.array(&guard);
         self.meta.store(self.depth() | EMPTY, Ordering::Release);
         retire(array, &guard);

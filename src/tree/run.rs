@@ -27,7 +27,7 @@ use crossbeam_epoch::{Guard, Owned, Pointer, Shared};
 use dashmap::mapref::entry::Entry;
 
 use super::claim::Claim;
-use super::node::{Kind, Node};
+use super::node::{Kind, Node, Outcome, Settle};
 use super::Tree;
 use crate::slot::Slot;
 use crate::sync::{AtomicU8, Ordering};
@@ -106,6 +106,15 @@ impl Run {
         }
         let seqs = self.seqs();
         (0..len).take_while(|&i| key(at + i) == seqs[i]).count()
+    }
+
+    /// Whether the prompt `seq` covers the whole run from its block `i` on (the run starts
+    /// there): it reaches the run's last block, with the same sequence hash (which names the
+    /// whole prefix, so one compare decides).
+    #[inline]
+    pub(crate) fn covered_by(&self, seq: &[SequenceHash], i: usize) -> bool {
+        let end = i + self.len();
+        end <= seq.len() && seq[end - 1].0 == self.tail()
     }
 
     /// Freezes the run for a split: its claim no longer changes in place. Only the split in
@@ -244,8 +253,39 @@ impl Tree {
         true
     }
 
+    /// Adds `slot` with `claim` to the holders of the run whose head is keyed `seq[i]`
+    /// (raising its claim if it holds the run already), if the run is live and the prompt
+    /// `seq` covers it whole: returns the run's length and whether the slot was added.
+    /// `None`: there is no live run there that the prompt covers, and the caller splits it.
+    ///
+    /// Under the head's write lock, which a split's freeze also takes: a joined run is
+    /// either still live, and its split will copy the new holder, or frozen, and not
+    /// joined.
+    pub(super) fn join_run(
+        &self,
+        slot: Slot,
+        seq: &[SequenceHash],
+        i: usize,
+        claim: Claim,
+        guard: &Guard,
+    ) -> Option<(usize, bool)> {
+        let Entry::Occupied(mut entry) = self.nodes.entry(seq[i].0) else {
+            return None;
+        };
+        let Kind::Head(run) = entry.get().kind() else {
+            return None;
+        };
+        // SAFETY: read from a head under the shard lock, with `guard` pinned.
+        let r = unsafe { run_at(run, guard) };
+        if !r.is_live() || !r.covered_by(seq, i) {
+            return None;
+        }
+        let added = self.reshape(entry.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+        Some((r.len(), added))
+    }
+
     /// Splits up the run `run` whose head is at `head` into one node per block, all held by
-    /// the run's holder with the run's claim; returns once no run `run` is at `head`.
+    /// the run's holders with their claims; returns once no run `run` is at `head`.
     ///
     /// Splits take turns (`Tree::splitting`, held for the whole split; no shard lock is held
     /// while taking it): a split may have to split another run first (below), and two
@@ -279,7 +319,7 @@ impl Tree {
         outer: &mut Vec<Nesting>,
         guard: &Guard,
     ) {
-        let (parent, depth, slot, claim) = {
+        let (parent, depth, holders) = {
             let Some(node) = self.nodes.get_mut(&head.0) else {
                 return;
             };
@@ -288,14 +328,21 @@ impl Tree {
             }
             // SAFETY: read from a head under the shard lock, with `guard` pinned.
             let r = unsafe { run_at(run, guard) };
-            let Some(holder) = node.holders(guard).first().map(|h| (h.slot(), h.claim())) else {
-                // A head always has its holder: a walk that removes it unlinks the head
-                // under the same lock.
+            let holders: Vec<(Slot, Claim)> = node
+                .holders(guard)
+                .iter()
+                .map(|h| (h.slot(), h.claim()))
+                .collect();
+            if holders.is_empty() {
+                // A head always has a holder: a walk that removes the last one unlinks the
+                // head under the same lock.
                 return;
-            };
-            // Only the split in turn freezes a run: this one is live.
+            }
+            // Only the split in turn freezes a run: this one is live. From here on its
+            // holders' claims no longer change (refreshes and joins check it is live under
+            // the head's lock, which we hold), so the copy above stays true.
             r.freeze();
-            (node.parent, node.depth(), holder.0, holder.1)
+            (node.parent, node.depth(), holders)
         };
         outer.push((run, Vec::new()));
         // SAFETY: as above; the run stays in the map (frozen) until we replace its head.
@@ -307,17 +354,16 @@ impl Tree {
         // and a walk, which enters a run's blocks only through its tail, then finds every
         // block above it in place (and the head, which it waits for).
         let last = r.len() - 1;
-        let mut merged = 0;
+        // Per holder, the entries merged into blocks it already held.
+        let mut merged = vec![0; holders.len()];
         for i in (1..last).rev().chain(std::iter::once(last)) {
             let key = seqs[i];
             let node = || {
-                Node::new(
-                    SequenceHash(seqs[i - 1]),
-                    LocalBlockHash(locals[i]),
-                    depth.saturating_add(i as u32),
-                    slot,
-                    claim,
-                )
+                let parent = SequenceHash(seqs[i - 1]);
+                let depth = depth.saturating_add(i as u32);
+                let node = Node::held_by(parent, LocalBlockHash(locals[i]), depth, &holders, guard);
+                self.array_bytes.add(node.array_bytes(guard) as u64);
+                node
             };
             loop {
                 let mut o = match self.nodes.entry(key) {
@@ -329,17 +375,19 @@ impl Tree {
                 };
                 match o.get().kind() {
                     Kind::Block => {
-                        if !self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard)) {
-                            merged += 1;
+                        for (h, &(slot, claim)) in holders.iter().enumerate() {
+                            let added =
+                                self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+                            merged[h] += usize::from(!added);
                         }
                     }
                     Kind::Tail { run: mine, .. } if mine == run => *o.get_mut() = node(),
                     // The marker of a run this split is nested in: its split places the
-                    // block, then this entry.
+                    // block, then these entries.
                     Kind::Tail { run: other, .. } if outer.iter().any(|(r, _)| *r == other) => {
                         let waiting = outer.iter_mut().find(|(r, _)| *r == other);
                         if let Some((_, entries)) = waiting {
-                            entries.push((key, slot, claim));
+                            entries.extend(holders.iter().map(|&(slot, claim)| (key, slot, claim)));
                         }
                     }
                     Kind::Tail {
@@ -376,13 +424,18 @@ impl Tree {
         if let Some(mut node) = self.nodes.get_mut(&head.0) {
             if node.kind() == Kind::Head(run) {
                 let bytes = r.bytes();
-                // Dropping the head retires the run.
-                *node = Node::new(parent, LocalBlockHash(locals[0]), depth, slot, claim);
+                let first =
+                    Node::held_by(parent, LocalBlockHash(locals[0]), depth, &holders, guard);
+                // Dropping the head retires the run (and its holder array, whose bytes the
+                // reshape counts out as it counts in the new node's).
+                self.reshape(&mut node, guard, |n| *n = first);
                 self.unlinked_run(r.len(), bytes);
             }
         }
-        if merged > 0 {
-            self.merged.push((slot, merged));
+        for (&(slot, _), merged) in holders.iter().zip(merged) {
+            if merged > 0 {
+                self.merged.push((slot, merged));
+            }
         }
     }
 
@@ -421,7 +474,7 @@ impl Tree {
         &self,
         (head, run, tail): (SequenceHash, usize, u64),
         slot: Slot,
-        decide: impl FnOnce(Claim) -> super::node::Settle,
+        decide: impl FnOnce(Claim) -> Settle,
         budget: usize,
         whole: bool,
         mut forget: impl FnMut(),
@@ -440,15 +493,11 @@ impl Tree {
             r.wait_split();
             return RunWalk::Again;
         }
-        let Some((held, claim)) = entry
-            .get()
-            .holders(guard)
-            .first()
-            .map(|h| (h.slot(), h.claim()))
-        else {
+        let holders = entry.get().holders(guard);
+        let Some(claim) = super::node::find(&holders, slot).map(|h| h.claim()) else {
             return RunWalk::Stop;
         };
-        if held != slot || decide(claim) != super::node::Settle::Remove {
+        if decide(claim) != Settle::Remove {
             return RunWalk::Stop;
         }
         let len = r.len();
@@ -457,14 +506,24 @@ impl Tree {
             self.split(head, run, guard);
             return RunWalk::Again;
         }
+        let others = holders.len() > 1;
         let (parent, depth) = (entry.get().parent, entry.get().depth());
         for _ in 0..len {
             forget();
         }
-        let bytes = r.bytes();
-        entry.remove();
-        self.unlinked_run(len, bytes);
-        self.remove_tail_marker(tail, head, run);
+        if others {
+            // The slot leaves the run; the others hold it on.
+            let mut entry = entry;
+            let outcome = self.reshape(entry.get_mut(), guard, |n| {
+                n.settle(slot, |_| Settle::Remove, guard)
+            });
+            debug_assert!(matches!(outcome, Outcome::Removed { last: false, .. }));
+        } else {
+            let bytes = r.bytes();
+            entry.remove();
+            self.unlinked_run(len, bytes);
+            self.remove_tail_marker(tail, head, run);
+        }
         RunWalk::Removed {
             removed: len,
             parent,
@@ -597,6 +656,71 @@ mod tests {
             &guard,
         );
         assert_eq!((walked.removed, walked.resume), (2, Some(s2[6])));
+    }
+
+    /// Holders of the run at `head` (a run's head, asserted).
+    fn run_holders(tree: &Tree, head: SequenceHash, guard: &Guard) -> Vec<(Slot, Claim)> {
+        let node = tree.nodes.get(&head.0).expect("a key");
+        assert!(matches!(node.kind(), Kind::Head(_)));
+        node.holders(guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect()
+    }
+
+    /// A second worker whose prompt covers a run joins it (one entry per block, no split);
+    /// a walk of one holder leaves the run to the other; a split gives every block both.
+    #[test]
+    fn workers_whose_prompts_cover_a_run_join_it() {
+        let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+        let (local, seq) = chain(6);
+        assert_eq!(
+            tree.record(1, (&local[..4], &seq[..4]), 100, true, &guard),
+            4
+        );
+        // Worker 2 covers the run and goes on: it joins, then its own run hangs below.
+        assert_eq!(tree.record(2, (&local, &seq), 90, true, &guard), 6);
+        assert_eq!(
+            tree.record(3, (&local[..4], &seq[..4]), 80, false, &guard),
+            4
+        );
+        assert_eq!((tree.runs.load(SeqCst), tree.len()), (2, 6));
+        let both = [
+            (1, Claim::approx(100)),
+            (2, Claim::approx(90)),
+            (3, Claim::approx(80)),
+        ];
+        assert_eq!(run_holders(&tree, seq[0], &guard), both);
+        // A refresh of a joined run is in place, and adds nothing.
+        assert_eq!(
+            tree.record(3, (&local[..4], &seq[..4]), 95, false, &guard),
+            0
+        );
+        let bytes = tree.array_bytes.sum();
+        assert!(bytes > 0, "the holders of a joined run are an array");
+        // Worker 2's walk from its leaf removes its run below, then leaves the shared run.
+        let mut forgotten = 0;
+        let span = super::super::Span::Path;
+        let walked = tree.walk(seq[5], 2, 90, true, 100, span, || forgotten += 1, &guard);
+        assert_eq!((walked.removed, forgotten), (6, 6));
+        assert_eq!(
+            run_holders(&tree, seq[0], &guard),
+            [(1, Claim::approx(100)), (3, Claim::approx(95))]
+        );
+        assert_eq!((tree.runs.load(SeqCst), tree.len()), (1, 4));
+        // A split (worker 4 ends inside the run) gives each block the run's holders.
+        assert_eq!(
+            tree.record(4, (&local[..2], &seq[..2]), 70, true, &guard),
+            2
+        );
+        assert_eq!(tree.runs.load(SeqCst), 0);
+        assert_eq!(
+            holders_at(&tree, seq[3], &guard),
+            [(1, Claim::approx(100)), (3, Claim::approx(95))]
+        );
+        assert_eq!(holders_at(&tree, seq[1], &guard).len(), 3);
+        assert_eq!(tree.purge(&[1, 3, 4], &guard), [4, 4, 2]);
+        assert_eq!((tree.nodes.len(), tree.array_bytes.sum()), (0, 0));
     }
 
     /// A run over blocks a walk left behind above a gap (here a run of the same slot): the
