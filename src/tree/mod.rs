@@ -6,6 +6,7 @@
 //! probe per block, never holding a shard lock across blocks.
 
 pub(crate) mod claim;
+mod cut;
 mod export;
 mod find;
 mod node;
@@ -204,7 +205,7 @@ impl Tree {
                         continue;
                     }
                     Refresh::Split(head, run) => {
-                        self.split(head, run, guard);
+                        self.fit_run(&seq[..n], i, (head, run), guard);
                         continue;
                     }
                     Refresh::Missing => past_the_known_prefix = true,
@@ -233,7 +234,7 @@ impl Tree {
                         may_be_missing = true;
                         continue;
                     }
-                    self.clear_run_at(seq[i].0, (head, run), guard);
+                    self.fit_run(&seq[..n], i, (head, run), guard);
                     continue;
                 }
                 Err(run) => {

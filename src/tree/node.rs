@@ -313,6 +313,14 @@ impl Node {
         node
     }
 
+    /// This node, made the head of the run `run` (`Owned::into_usize`): its holders hold
+    /// every block of the run.
+    pub(crate) fn into_head(mut self, run: usize) -> Self {
+        self.local = LocalBlockHash(run as u64);
+        self.meta.fetch_or(HEAD, Ordering::Relaxed);
+        self
+    }
+
     /// The head of a run: the run's first block, held by `slot` with `claim` on every
     /// block of the run; `run` is the run's pointer (`Owned::into_usize`).
     pub(crate) fn run_head(

@@ -60,6 +60,23 @@ impl Run {
         }
     }
 
+    /// The blocks `range` of this run as a run of their own, born frozen (the pieces of a
+    /// cut, which [`thaw`](Self::thaw) once both are in place).
+    pub(crate) fn part(&self, range: std::ops::Range<usize>) -> Self {
+        let hashes = self.seqs()[range.clone()]
+            .iter()
+            .chain(&self.locals()[range]);
+        Self {
+            state: AtomicU8::new(FROZEN),
+            hashes: hashes.copied().collect(),
+        }
+    }
+
+    /// Makes a piece of a cut live.
+    pub(crate) fn thaw(&self) {
+        self.state.store(LIVE, SeqCst);
+    }
+
     /// Number of blocks.
     #[inline]
     pub(crate) fn len(&self) -> usize {
@@ -91,7 +108,7 @@ impl Run {
     }
 
     /// Heap bytes: the run itself and its hashes.
-    fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         std::mem::size_of::<Self>() + 16 * self.len()
     }
 
@@ -161,7 +178,14 @@ pub(crate) fn retire(run: usize, guard: &Guard) {
 
 /// A split under way that nested splits are inside of: its run, and the entries (block
 /// key, slot, claim) they left for it to place once its tail's block is in.
-type Nesting = (usize, Vec<(u64, Slot, Claim)>);
+pub(super) type Nesting = (usize, Vec<(u64, Slot, Claim)>);
+
+/// A frozen run's head: its parent, depth and holders (see [`Tree::freeze`]).
+pub(super) struct Frozen {
+    pub(super) parent: SequenceHash,
+    pub(super) depth: u32,
+    pub(super) holders: Vec<(Slot, Claim)>,
+}
 
 /// What a walk did at a run (see [`Tree::walk_run`]).
 pub(crate) enum RunWalk {
@@ -198,11 +222,8 @@ impl Tree {
             Entry::Occupied(_) => return false,
             Entry::Vacant(v) => {
                 let owned = Owned::new(Run::new(local, seq));
-                let bytes = owned.bytes();
+                self.linked_run(&owned);
                 let run = owned.into_usize();
-                self.runs.fetch_add(1, SeqCst);
-                self.run_blocks.fetch_add(seq.len(), SeqCst);
-                self.array_bytes.add(bytes as u64);
                 v.insert(Node::run_head(parent, run, depth, slot, expiry));
                 run
             }
@@ -319,31 +340,55 @@ impl Tree {
         outer: &mut Vec<Nesting>,
         guard: &Guard,
     ) {
-        let (parent, depth, holders) = {
-            let Some(node) = self.nodes.get_mut(&head.0) else {
-                return;
-            };
-            if node.kind() != Kind::Head(run) {
-                return;
-            }
-            // SAFETY: read from a head under the shard lock, with `guard` pinned.
-            let r = unsafe { run_at(run, guard) };
-            let holders: Vec<(Slot, Claim)> = node
-                .holders(guard)
-                .iter()
-                .map(|h| (h.slot(), h.claim()))
-                .collect();
-            if holders.is_empty() {
-                // A head always has a holder: a walk that removes the last one unlinks the
-                // head under the same lock.
-                return;
-            }
-            // Only the split in turn freezes a run: this one is live. From here on its
-            // holders' claims no longer change (refreshes and joins check it is live under
-            // the head's lock, which we hold), so the copy above stays true.
-            r.freeze();
-            (node.parent, node.depth(), holders)
-        };
+        if let Some(frozen) = self.freeze(head, run, guard) {
+            self.split_frozen(head, run, frozen, outer, guard);
+        }
+    }
+
+    /// Freezes the run `run` at `head` for a split or a cut (the turn held), copying its
+    /// parent, depth and holders; `None` if no such run is there.
+    pub(super) fn freeze(&self, head: SequenceHash, run: usize, guard: &Guard) -> Option<Frozen> {
+        let node = self.nodes.get_mut(&head.0)?;
+        if node.kind() != Kind::Head(run) {
+            return None;
+        }
+        // SAFETY: read from a head under the shard lock, with `guard` pinned.
+        let r = unsafe { run_at(run, guard) };
+        let holders: Vec<(Slot, Claim)> = node
+            .holders(guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect();
+        if holders.is_empty() {
+            // A head always has a holder: a walk that removes the last one unlinks the
+            // head under the same lock.
+            return None;
+        }
+        // Only the split (or cut) in turn freezes a run, and the pieces of a cut are live
+        // again before its turn ends: this one is live. From here on its holders' claims
+        // no longer change (refreshes and joins check it is live under the head's lock,
+        // which we hold), so the copy above stays true.
+        r.freeze();
+        Some(Frozen {
+            parent: node.parent,
+            depth: node.depth(),
+            holders,
+        })
+    }
+
+    /// [`split_in_turn`](Self::split_in_turn) of a run frozen by [`freeze`](Self::freeze).
+    pub(super) fn split_frozen(
+        &self,
+        head: SequenceHash,
+        run: usize,
+        Frozen {
+            parent,
+            depth,
+            holders,
+        }: Frozen,
+        outer: &mut Vec<Nesting>,
+        guard: &Guard,
+    ) {
         outer.push((run, Vec::new()));
         // SAFETY: as above; the run stays in the map (frozen) until we replace its head.
         let r = unsafe { run_at(run, guard) };
@@ -531,8 +576,15 @@ impl Tree {
         }
     }
 
+    /// Counts in a run whose head enters the map.
+    pub(super) fn linked_run(&self, r: &Run) {
+        self.runs.fetch_add(1, SeqCst);
+        self.run_blocks.fetch_add(r.len(), SeqCst);
+        self.array_bytes.add(r.bytes() as u64);
+    }
+
     /// Counts out a run of `len` blocks and `bytes` whose head left the map.
-    fn unlinked_run(&self, len: usize, bytes: usize) {
+    pub(super) fn unlinked_run(&self, len: usize, bytes: usize) {
         self.runs.fetch_sub(1, SeqCst);
         self.run_blocks.fetch_sub(len, SeqCst);
         self.array_bytes.add((bytes as u64).wrapping_neg());
@@ -605,7 +657,7 @@ mod tests {
     }
 
     /// New blocks make one run; a whole refresh stays one; a walk removes it at once; a
-    /// second worker splits it up into blocks that keep the first one's claim.
+    /// second worker that ends inside it cuts it in two, the first piece joined.
     #[test]
     fn a_decisions_new_blocks_are_one_run_until_a_second_worker_comes() {
         let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
@@ -632,17 +684,25 @@ mod tests {
             tree.record(2, (&local[..3], &seq[..3]), 90, true, &guard),
             3
         );
-        assert_eq!((tree.nodes.len(), tree.runs.load(SeqCst)), (6, 0));
+        assert_eq!((tree.nodes.len(), tree.runs.load(SeqCst)), (4, 2));
+        assert_eq!(tree.len(), 6);
         assert_eq!(
-            holders_at(&tree, seq[2], &guard),
+            run_holders(&tree, seq[0], &guard),
             [(1, Claim::approx(100)), (2, Claim::approx(90))]
         );
-        assert_eq!(holders_at(&tree, seq[5], &guard), [(1, Claim::approx(100))]);
-        // A walk with less budget than a run splits it and removes block by block.
+        assert_eq!(
+            run_holders(&tree, seq[3], &guard),
+            [(1, Claim::approx(100))]
+        );
+        // A prompt that ends after the first block: a piece of one block is a block.
         assert_eq!(
             tree.record(3, (&local[..1], &seq[..1]), 50, true, &guard),
             1
         );
+        assert_eq!(holders_at(&tree, seq[0], &guard).len(), 3);
+        assert_eq!(run_holders(&tree, seq[1], &guard).len(), 2);
+        assert_eq!((tree.runs.load(SeqCst), tree.len()), (2, 6));
+        // A walk with less budget than a run splits it and removes block by block.
         let (l2, s2) = chain(9);
         assert_eq!(tree.record(4, (&l2[6..], &s2[6..]), 70, true, &guard), 3);
         let walked = tree.walk(
@@ -708,19 +768,45 @@ mod tests {
             [(1, Claim::approx(100)), (3, Claim::approx(95))]
         );
         assert_eq!((tree.runs.load(SeqCst), tree.len()), (1, 4));
-        // A split (worker 4 ends inside the run) gives each block the run's holders.
+        // A cut (worker 4 ends inside the run) gives each piece the run's holders.
         assert_eq!(
             tree.record(4, (&local[..2], &seq[..2]), 70, true, &guard),
             2
         );
-        assert_eq!(tree.runs.load(SeqCst), 0);
+        assert_eq!((tree.runs.load(SeqCst), tree.len()), (2, 4));
         assert_eq!(
-            holders_at(&tree, seq[3], &guard),
+            run_holders(&tree, seq[2], &guard),
             [(1, Claim::approx(100)), (3, Claim::approx(95))]
         );
-        assert_eq!(holders_at(&tree, seq[1], &guard).len(), 3);
+        assert_eq!(run_holders(&tree, seq[0], &guard).len(), 3);
         assert_eq!(tree.purge(&[1, 3, 4], &guard), [4, 4, 2]);
         assert_eq!((tree.nodes.len(), tree.array_bytes.sum()), (0, 0));
+    }
+
+    /// A cut whose piece needs a key that is taken (a block left behind above a gap, as
+    /// walks leave them) splits the run up instead, merging the block.
+    #[test]
+    fn a_cut_that_meets_a_taken_key_splits_instead() {
+        let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+        let (local, seq) = chain(6);
+        let left_behind = Node::new(seq[1], local[2], 2, 1, Claim::approx(40));
+        tree.nodes.insert(seq[2].0, left_behind);
+        assert!(tree.insert_run(1, SequenceHash::default(), 0, (&local, &seq), 100, &guard));
+        assert_eq!(tree.runs.load(SeqCst), 1);
+        // Worker 2 leaves the run after three blocks: the first piece's marker would go
+        // where the block is.
+        let l2 = [local[0], local[1], local[2], LocalBlockHash(77)];
+        let s2 = compute_seq_hashes(&l2);
+        assert_eq!(tree.record(2, (&l2, &s2), 90, true, &guard), 4);
+        assert_eq!(tree.runs.load(SeqCst), 0);
+        assert_eq!(
+            holders_at(&tree, seq[2], &guard),
+            [(1, Claim::approx(100)), (2, Claim::approx(90))]
+        );
+        assert_eq!(holders_at(&tree, seq[5], &guard), [(1, Claim::approx(100))]);
+        let mut twice = 0;
+        tree.take_merged(|_, n| twice += n);
+        assert_eq!(twice, 1, "the block left behind was counted before");
     }
 
     /// A run over blocks a walk left behind above a gap (here a run of the same slot): the

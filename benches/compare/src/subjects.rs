@@ -430,7 +430,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../data/conversation_head2000.jsonl"
         );
-        let reqs = crate::trace::load(std::path::Path::new(path), 200).expect("bundled trace");
+        let reqs = crate::trace::load(std::path::Path::new(path), 2000).expect("bundled trace");
         let ours = Ours::new(Duration::from_secs(600), Duration::from_millis(100));
         let smg = Smg::default();
         for (i, r) in reqs.iter().enumerate() {
