@@ -12,6 +12,7 @@
 //! (or the one-line patch) that breaks it, with the failure loom then reports.
 
 mod append_vs_find;
+mod find_vs_cut;
 mod find_vs_unlink;
 mod handover;
 mod record_vs_sweep;

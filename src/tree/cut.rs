@@ -27,9 +27,8 @@ use crate::{LocalBlockHash, SequenceHash};
 impl Tree {
     /// Makes the run `run` at `head` (keyed `seq[i]`, block `i` of a prompt that met it)
     /// end where the prompt leaves it or ends: cut in two after the blocks the prompt
-    /// matches, or split up if those are all of them (the caller could not join the run,
-    /// so a split of it is under way, which this waits for). Returns once no run `run` is
-    /// at `head`.
+    /// matches. A frozen run (a split or a cut under way) is waited for instead: its
+    /// pieces may be what the prompt needs. The caller looks at the key again.
     pub(super) fn fit_run(
         &self,
         seq: &[SequenceHash],
@@ -40,11 +39,16 @@ impl Tree {
         // SAFETY: `run` was read from the head at `head` under the shard lock, with
         // `guard` pinned since (the callers' contract).
         let r = unsafe { run_at(run, guard) };
+        if !r.is_live() {
+            r.wait_split();
+            return;
+        }
         let matched = r.matched(i, seq.len(), |j| seq[j].0);
         if matched < r.len() {
             self.cut(head, run, matched, guard);
         } else {
-            self.split(head, run, guard);
+            // Covered whole, but the caller could not join it: it went (or froze) since.
+            r.wait_split();
         }
     }
 
