@@ -210,3 +210,69 @@ fn a_sweep_racing_a_record_never_evicts_the_fresh_decision() {
     });
     assert_eq!(failure, None);
 }
+
+/// One worker's long prompt is a run; threads whose workers share its first blocks (each a
+/// different number) and then branch cut it and join its pieces, while the owner refreshes
+/// the whole prompt and finders read it: the owner always scores the whole prompt (a cut
+/// or a join never hides a held block), every worker reads its own write, and at the end
+/// each holds exactly its prompt.
+#[test]
+fn cuts_and_joins_of_one_run_from_many_threads() {
+    const THREADS: u32 = 6;
+    const ROUNDS: u32 = 1_000;
+    const BLOCKS: u32 = 64;
+    let index = Arc::new(ApproxKvIndexer::new(4, Duration::from_secs(600)).unwrap());
+    let owned = tokens(0, 4 * BLOCKS);
+    index.process_routing_decision_for_request(&owned, 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(THREADS as usize + 2));
+    // The prompt of worker `w` in round `r`: the owner's first blocks, then its own.
+    let branch = |w: u32, r: u32| {
+        let shared = 1 + (w * 7 + r * 13) % (BLOCKS - 1);
+        let mut prompt = owned[..4 * shared as usize].to_vec();
+        prompt.extend(tokens(1_000_000 * w + 10 * r, 8));
+        (prompt, shared + 2)
+    };
+    thread::scope(|s| {
+        let branching: Vec<_> = (1..=THREADS)
+            .map(|w| {
+                let (index, barrier) = (&index, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    for r in 0..ROUNDS {
+                        let (prompt, blocks) = branch(w, r);
+                        index.process_routing_decision_for_request(&prompt, u64::from(w));
+                        let found = index.find_matches_for_request(&prompt);
+                        let own = found.scores.get(&u64::from(w));
+                        assert_eq!(own, Some(&blocks), "own write");
+                    }
+                })
+            })
+            .collect();
+        let (index, barrier, stop, owned) = (&index, &barrier, &stop, &owned);
+        s.spawn(move || {
+            barrier.wait();
+            while !stop.load(Ordering::Relaxed) {
+                index.process_routing_decision_for_request(owned, 0);
+            }
+        });
+        s.spawn(move || {
+            barrier.wait();
+            while !stop.load(Ordering::Relaxed) {
+                let found = index.find_matches_for_request(owned);
+                let owner = found.scores.get(&0);
+                assert_eq!(owner, Some(&BLOCKS), "the owner's blocks hidden");
+            }
+        });
+        for h in branching {
+            h.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(index.worker_entries(0), BLOCKS as usize);
+    for w in 1..=THREADS {
+        let shared = (0..ROUNDS).map(|r| branch(w, r).1 - 2).max().unwrap();
+        let want = (shared + 2 * ROUNDS) as usize;
+        assert_eq!(index.worker_entries(u64::from(w)), want, "worker {w}");
+    }
+}
