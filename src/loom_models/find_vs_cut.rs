@@ -37,13 +37,12 @@ fn found(
     seq: &[SequenceHash],
     guard: &crossbeam_epoch::Guard,
 ) -> usize {
-    let key = |i: usize| seq[i].0;
     let through = |shard: &Shard, at: usize| {
         let node = shard.read().unwrap();
         match node.as_ref().map(|n| (n.kind(), n.holders(guard))) {
             Some((Kind::Head(run), holders)) if holders[0].slot() == WORKER => {
                 // SAFETY: read from a head under its lock, with `guard` pinned.
-                unsafe { run_at(run, guard) }.matched(at, LEN, key)
+                unsafe { run_at(run, guard) }.matched(at, LEN, &mut &seq[..])
             }
             _ => 0,
         }
@@ -61,7 +60,7 @@ fn find_races_cut() {
     super::model(|| {
         let local: Vec<LocalBlockHash> = (1..=LEN as u64).map(LocalBlockHash).collect();
         let seq = crate::compute_seq_hashes(&local);
-        let run = Owned::new(Run::new(&local, &seq)).into_usize();
+        let run = Run::make(&local, &seq);
         let head_node = Node::run_head(SequenceHash(0), run, 0, WORKER, EXPIRY);
         let head: Arc<Shard> = Arc::new(RwLock::new(Some(head_node)));
         let at_cut: Arc<Shard> = Arc::new(RwLock::new(None));
@@ -91,10 +90,7 @@ fn find_races_cut() {
                     let h = &node.as_ref().unwrap().holders(&guard)[0];
                     [(h.slot(), h.claim())]
                 };
-                let (a, b) = (
-                    Owned::new(r.part(0..CUT)).into_usize(),
-                    Owned::new(r.part(CUT..LEN)).into_usize(),
-                );
+                let (a, b) = (r.part(0..CUT), r.part(CUT..LEN));
                 let block = |i: usize, parent| {
                     let local = LocalBlockHash(r.locals()[i]);
                     Node::held_by(parent, local, i as u32, &holders, &guard)

@@ -54,7 +54,7 @@ fn refresh_races_split() {
     super::model(|| {
         let local = [LocalBlockHash(1), LocalBlockHash(2)];
         let seq = crate::compute_seq_hashes(&local);
-        let run = Owned::new(Run::new(&local, &seq)).into_usize();
+        let run = Run::make(&local, &seq);
         let head: Arc<Shard> = Arc::new(RwLock::new(Some(Node::run_head(
             SequenceHash(0),
             run,

@@ -16,7 +16,7 @@
 //! the pieces are thawed. A key the pieces need that is taken (blocks or runs left above a
 //! gap by walks) makes the cut fall back to splitting the run up.
 
-use crossbeam_epoch::{Guard, Owned, Pointer};
+use crossbeam_epoch::Guard;
 use dashmap::mapref::entry::Entry;
 
 use super::node::{Kind, Node};
@@ -43,7 +43,7 @@ impl Tree {
             r.wait_split();
             return;
         }
-        let matched = r.matched(i, seq.len(), |j| seq[j].0);
+        let matched = r.matched(i, seq.len(), &mut &seq[..]);
         if matched < r.len() {
             self.cut(head, run, matched, guard);
         } else {
@@ -103,9 +103,7 @@ impl Tree {
             node
         };
         // The pieces that are runs (two blocks or more), born frozen.
-        let piece = |range: std::ops::Range<usize>| {
-            (range.len() >= MIN_RUN).then(|| Owned::new(r.part(range)).into_usize())
-        };
+        let piece = |range: std::ops::Range<usize>| (range.len() >= MIN_RUN).then(|| r.part(range));
         let (first, second) = (piece(0..k), piece(k..len));
         let drop_pieces = |pieces: &[Option<usize>]| {
             for p in pieces.iter().flatten() {
@@ -164,7 +162,7 @@ impl Tree {
             // SAFETY: made above and placed at its head, whose lock this cut's turn keeps
             // every split and cut from taking; walks wait while it is frozen.
             let piece = unsafe { run_at(p, guard) };
-            self.linked_run(piece);
+            self.linked_run(piece.len());
             piece.thaw();
         }
         true

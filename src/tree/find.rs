@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use crossbeam_epoch::Guard;
 
 use super::node::Kind;
-use super::run::{run_at, Run};
+use super::run::{QueryKeys, RunAt};
 use super::{Holder, Holders, Tree};
 use crate::hash::SeqChain;
 use crate::scores::ScoreSink;
@@ -27,7 +27,7 @@ struct Scratch {
     /// with their liveness, in one lookup of the slot).
     active: Vec<(Slot, Active)>,
     /// Sequence hashes of a query of local hashes, as far as probes needed them.
-    seq: Vec<u64>,
+    seq: Vec<SequenceHash>,
 }
 
 /// An active worker: its key and its number of entries.
@@ -75,17 +75,54 @@ impl Query<'_> {
             Query::Seq(seq) => seq.len(),
         }
     }
+}
 
-    /// The node key of block `k`, chaining local hashes into `chained` as far as needed.
+/// A query's node keys as a find reads them: chained from local hashes into `chained` as
+/// far as needed.
+struct Keys<'q, 's> {
+    query: Query<'q>,
+    chain: SeqChain,
+    chained: &'s mut Vec<SequenceHash>,
+}
+
+impl<'q, 's> Keys<'q, 's> {
+    fn new(query: Query<'q>, chained: &'s mut Vec<SequenceHash>) -> Self {
+        Self {
+            query,
+            chain: SeqChain::default(),
+            chained,
+        }
+    }
+
+    /// Chains the local hashes of a local query up to block `end` (exclusive).
     #[inline]
-    fn key(self, k: usize, chain: &mut SeqChain, chained: &mut Vec<u64>) -> u64 {
-        match self {
+    fn chain_to(&mut self, local: &[LocalBlockHash], end: usize) {
+        while self.chained.len() < end {
+            let next = self.chain.next(local[self.chained.len()]);
+            self.chained.push(next);
+        }
+    }
+}
+
+impl QueryKeys for Keys<'_, '_> {
+    #[inline]
+    fn key(&mut self, k: usize) -> u64 {
+        match self.query {
             Query::Seq(seq) => seq[k].0,
             Query::Local(local) => {
-                while chained.len() <= k {
-                    chained.push(chain.next(local[chained.len()]).0);
-                }
-                chained[k]
+                self.chain_to(local, k + 1);
+                self.chained[k].0
+            }
+        }
+    }
+
+    #[inline]
+    fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash] {
+        match self.query {
+            Query::Seq(seq) => &seq[range],
+            Query::Local(local) => {
+                self.chain_to(local, range.end);
+                &self.chained[range]
             }
         }
     }
@@ -96,14 +133,14 @@ impl Tree {
     /// run), and the run it begins, if it is a run's head. A tail marker reads as its run's
     /// holder (a second probe, of the head).
     #[inline]
-    fn probe<'g>(&self, key: u64, guard: &'g Guard) -> (Holders<'g>, Option<&'g Run>) {
+    fn probe<'g>(&self, key: u64, guard: &'g Guard) -> (Holders<'g>, Option<RunAt<'g>>) {
         let Some(node) = self.nodes.get(&key) else {
             return (Holders::NONE, None);
         };
         match node.kind() {
             Kind::Block => (node.holders(guard), None),
             // SAFETY: read from a head under the shard lock, with `guard` pinned.
-            Kind::Head(run) => (node.holders(guard), Some(unsafe { run_at(run, guard) })),
+            Kind::Head(run) => (node.holders(guard), Some(unsafe { RunAt::new(run, guard) })),
             Kind::Tail { head, run } => {
                 drop(node);
                 match self.nodes.get(&head.0) {
@@ -154,14 +191,13 @@ impl Tree {
             return;
         }
         let Scratch { active, seq } = scratch;
-        let mut chain = SeqChain::default();
-        let (first, run) = self.probe(query.key(0, &mut chain, seq), guard);
+        let mut keys = Keys::new(query, seq);
+        let (first, run) = self.probe(keys.key(0), guard);
         active.extend(live_workers(&first, now, workers));
         if active.is_empty() {
             return;
         }
         out.reserve(active.len());
-        let mut key = |k: usize| query.key(k, &mut chain, seq);
         // Holder sets shrink with depth (`nested`): a worker holding the last block holds
         // them all, and one holding block k holds blocks 0..=k. So one probe of the last
         // block settles every worker that holds the whole query (a system prompt shared by
@@ -180,7 +216,7 @@ impl Tree {
         let mut lo = 0;
         if let Some(run) = run {
             // Only the run's holder is active.
-            match through_run(run, (0, n), &mut key, active, out) {
+            match through_run(run, (0, n), &mut keys, active, out) {
                 Some(end) => lo = end,
                 None => return,
             }
@@ -189,7 +225,7 @@ impl Tree {
             settle(active, out, 1);
             return;
         }
-        let (last, _) = self.probe(key(n - 1), guard);
+        let (last, _) = self.probe(keys.key(n - 1), guard);
         if all_kept(active, &last, now) {
             settle(active, out, n);
             return;
@@ -212,7 +248,7 @@ impl Tree {
                 } else {
                     break;
                 };
-                let (holders, run) = self.probe(key(p), guard);
+                let (holders, run) = self.probe(keys.key(p), guard);
                 if !all_kept(active, &holders, now) {
                     (hi, at_hi, run_hi) = (p, Some(holders), run);
                     continue;
@@ -222,7 +258,7 @@ impl Tree {
                     step *= 2;
                     continue;
                 };
-                match jump(run, p, n, &mut key) {
+                match jump(run, p, n, &mut keys) {
                     Jump::Whole => {
                         settle(active, out, n);
                         break 'search;
@@ -246,7 +282,7 @@ impl Tree {
             // The workers left hold block `hi`; if it is a run's head, they are its holder,
             // and the blocks after it have no key: on through the run.
             if let (Some(run), false) = (run_hi, active.is_empty()) {
-                if let Some(end) = through_run(run, (hi, n), &mut key, active, out) {
+                if let Some(end) = through_run(run, (hi, n), &mut keys, active, out) {
                     lo = end;
                 }
             }
@@ -265,12 +301,11 @@ impl Tree {
     ) {
         // Workers still matching every block so far, sorted by slot.
         let Scratch { active, seq } = scratch;
-        let mut chain = SeqChain::default();
         let n = query.len();
-        let mut key = |k: usize| query.key(k, &mut chain, seq);
+        let mut keys = Keys::new(query, seq);
         let mut i = 0;
         while i < n {
-            let (holders, run) = self.probe(key(i), guard);
+            let (holders, run) = self.probe(keys.key(i), guard);
             if i == 0 {
                 active.extend(live_workers(&holders, now, workers));
             } else {
@@ -286,7 +321,7 @@ impl Tree {
                 i += 1;
                 continue;
             };
-            match through_run(run, (i, n), &mut key, active, out) {
+            match through_run(run, (i, n), &mut keys, active, out) {
                 Some(end) => i = end + 1,
                 None => return,
             }
@@ -309,8 +344,9 @@ enum Jump {
 /// Compares the query (from block `at`, `n` blocks in all) with the run whose head it
 /// reached at `at`.
 #[inline]
-fn jump(run: &Run, at: usize, n: usize, key: &mut impl FnMut(usize) -> u64) -> Jump {
-    let matched = run.matched(at, n, key);
+fn jump(run: RunAt<'_>, at: usize, n: usize, keys: &mut impl QueryKeys) -> Jump {
+    let run = run.get();
+    let matched = run.matched(at, n, keys);
     if at + matched == n {
         Jump::Whole
     } else if matched < run.len() {
@@ -325,13 +361,13 @@ fn jump(run: &Run, at: usize, n: usize, key: &mut impl FnMut(usize) -> u64) -> J
 /// the run's last block, which is returned when the query goes on past it.
 #[inline]
 fn through_run<W: WorkerKey>(
-    run: &Run,
+    run: RunAt<'_>,
     (at, n): (usize, usize),
-    key: &mut impl FnMut(usize) -> u64,
+    keys: &mut impl QueryKeys,
     active: &mut Vec<(Slot, Active)>,
     out: &mut impl ScoreSink<W>,
 ) -> Option<usize> {
-    match jump(run, at, n, key) {
+    match jump(run, at, n, keys) {
         Jump::Whole => settle(active, out, n),
         Jump::Parted(left) => settle(active, out, left),
         Jump::Past(end) => return Some(end),

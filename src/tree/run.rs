@@ -23,7 +23,9 @@
 
 use std::sync::atomic::Ordering::SeqCst;
 
-use crossbeam_epoch::{Guard, Owned, Pointer, Shared};
+use std::alloc::Layout;
+
+use crossbeam_epoch::{Guard, Owned, Pointable, Pointer, Shared};
 use dashmap::mapref::entry::Entry;
 
 use super::claim::Claim;
@@ -43,33 +45,175 @@ const GONE: u8 = 2;
 /// The fewest new blocks that make a run (one block is a node).
 pub(crate) const MIN_RUN: usize = 2;
 
-/// The blocks of a run: their sequence hashes, then their local hashes.
-#[derive(Debug)]
+/// Blocks a run compare takes at a time ([`Run::matched`]).
+const STEP: usize = 16;
+
+/// A query's sequence hashes, as a run compare reads them: the query may compute them only
+/// as far as asked (a find from local hashes chains them on demand).
+pub(crate) trait QueryKeys {
+    /// The sequence hash of block `k`.
+    fn key(&mut self, k: usize) -> u64;
+    /// The sequence hashes of the blocks `range`.
+    fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash];
+}
+
+/// A query whose sequence hashes are all at hand.
+impl QueryKeys for &[SequenceHash] {
+    #[inline]
+    fn key(&mut self, k: usize) -> u64 {
+        self[k].0
+    }
+    #[inline]
+    fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash] {
+        &self[range]
+    }
+}
+
+/// The blocks of a run, in one allocation with its header: their number, the run's state,
+/// then their sequence hashes and their local hashes. A find reaching a run's head reads
+/// its blocks with no further pointer to chase.
+///
+/// A dynamically sized type: `&Run` carries the length of `hashes` (`2 * len`), and a head
+/// or tail keeps the allocation's address as one word ([`Owned::into_usize`]), from which
+/// [`Pointable::deref`] rebuilds the reference (the header's `len` gives the length).
+#[repr(C)]
 pub(crate) struct Run {
+    /// Number of blocks.
+    len: usize,
     state: AtomicU8,
-    hashes: Box<[u64]>,
+    /// The blocks' sequence hashes, then their local hashes (`2 * len` words).
+    hashes: [u64],
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("len", &self.len)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The layout of a run of `len` blocks: the header (`len`, `state`) as `#[repr(C)]` lays it
+/// out, then `2 * len` words. `None` if it would not fit the address space.
+fn layout(len: usize) -> Option<Layout> {
+    let header = Layout::new::<usize>()
+        .extend(Layout::new::<AtomicU8>())
+        .ok()?
+        .0;
+    let words = Layout::array::<u64>(len.checked_mul(2)?).ok()?;
+    Some(header.extend(words).ok()?.0.pad_to_align())
+}
+
+/// Heap bytes of a run of `len` blocks.
+pub(super) fn bytes_of(len: usize) -> usize {
+    layout(len).map_or(0, |l| l.size())
+}
+
+/// The fat pointer of the run allocated at `ptr`, whose header says `len` blocks.
+fn fat(ptr: *mut u8, len: usize) -> *mut Run {
+    // A `*mut [u64]` and a `*mut Run` carry the same metadata, the trailing slice's
+    // length; the cast keeps it and the address.
+    std::ptr::slice_from_raw_parts_mut(ptr.cast::<u64>(), 2 * len) as *mut Run
+}
+
+// SAFETY (of the impl's contract): `init` returns the address of a live allocation of
+// `layout(len)` bytes whose header is written and whose words are zeroed (every bit pattern
+// is a valid `u64`); `deref`/`deref_mut` rebuild the reference from the `len` stored at that
+// address, so the reference covers exactly the allocation; `drop` drops the header's
+// `state` in place and frees the allocation with the layout it was made with. Alignment:
+// `ALIGN` is the largest of the fields' alignments, which the address (from the global
+// allocator, with `layout`'s alignment) has.
+impl Pointable for Run {
+    const ALIGN: usize = {
+        let (a, b, c) = (
+            std::mem::align_of::<usize>(),
+            std::mem::align_of::<AtomicU8>(),
+            std::mem::align_of::<u64>(),
+        );
+        let ab = if a > b { a } else { b };
+        if ab > c {
+            ab
+        } else {
+            c
+        }
+    };
+
+    /// The number of blocks and the state to start in.
+    type Init = (usize, u8);
+
+    unsafe fn init((len, state): (usize, u8)) -> usize {
+        let layout = layout(len).expect("a run fits the address space");
+        // SAFETY: `layout` has a non-zero size (the header).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let run = fat(ptr, len);
+        // SAFETY: `ptr` is a fresh allocation of `layout`, which holds `Run`'s header and
+        // `2 * len` words at the offsets `#[repr(C)]` gives them; the fields are written
+        // through raw pointers before any reference to the run exists.
+        unsafe {
+            std::ptr::addr_of_mut!((*run).len).write(len);
+            std::ptr::addr_of_mut!((*run).state).write(AtomicU8::new(state));
+        }
+        ptr as usize
+    }
+
+    unsafe fn deref<'a>(ptr: usize) -> &'a Self {
+        // SAFETY: the caller's contract: `ptr` came from `init` and is not yet dropped; its
+        // first word is the header's `len`.
+        unsafe { &*fat(ptr as *mut u8, *(ptr as *const usize)) }
+    }
+
+    unsafe fn deref_mut<'a>(ptr: usize) -> &'a mut Self {
+        // SAFETY: as `deref`, and the caller holds the only pointer to the run.
+        unsafe { &mut *fat(ptr as *mut u8, *(ptr as *const usize)) }
+    }
+
+    unsafe fn drop(ptr: usize) {
+        // SAFETY: as `deref`; the run is dropped once, after its last use.
+        unsafe {
+            let len = *(ptr as *const usize);
+            std::ptr::drop_in_place(std::ptr::addr_of_mut!((*fat(ptr as *mut u8, len)).state));
+            let layout = layout(len).expect("made with this layout");
+            std::alloc::dealloc(ptr as *mut u8, layout);
+        }
+    }
 }
 
 impl Run {
-    pub(crate) fn new(local: &[LocalBlockHash], seq: &[SequenceHash]) -> Self {
-        debug_assert_eq!(local.len(), seq.len());
-        let hashes = seq.iter().map(|s| s.0).chain(local.iter().map(|l| l.0));
-        Self {
-            state: AtomicU8::new(LIVE),
-            hashes: hashes.collect(),
+    /// A run of the blocks `local`/`seq` in `state`, as the word a head keeps
+    /// ([`Owned::into_usize`]): one allocation.
+    fn alloc(
+        seq: impl ExactSizeIterator<Item = u64>,
+        local: impl ExactSizeIterator<Item = u64>,
+        state: u8,
+    ) -> usize {
+        let len = seq.len();
+        debug_assert_eq!(len, local.len());
+        let mut run = Owned::<Run>::init((len, state));
+        let (seqs, locals) = run.hashes.split_at_mut(len);
+        for (cell, hash) in seqs.iter_mut().zip(seq) {
+            *cell = hash;
         }
+        for (cell, hash) in locals.iter_mut().zip(local) {
+            *cell = hash;
+        }
+        run.into_usize()
     }
 
-    /// The blocks `range` of this run as a run of their own, born frozen (the pieces of a
-    /// cut, which [`thaw`](Self::thaw) once both are in place).
-    pub(crate) fn part(&self, range: std::ops::Range<usize>) -> Self {
-        let hashes = self.seqs()[range.clone()]
-            .iter()
-            .chain(&self.locals()[range]);
-        Self {
-            state: AtomicU8::new(FROZEN),
-            hashes: hashes.copied().collect(),
-        }
+    /// A live run of the blocks `local`/`seq` (as [`Run::alloc`]).
+    pub(crate) fn make(local: &[LocalBlockHash], seq: &[SequenceHash]) -> usize {
+        Self::alloc(seq.iter().map(|s| s.0), local.iter().map(|l| l.0), LIVE)
+    }
+
+    /// The blocks `range` of this run as a run of their own (as [`Run::alloc`]), born
+    /// frozen (the pieces of a cut, which [`thaw`](Self::thaw) once both are in place).
+    pub(crate) fn part(&self, range: std::ops::Range<usize>) -> usize {
+        let seqs = self.seqs()[range.clone()].iter().copied();
+        let locals = self.locals()[range].iter().copied();
+        Self::alloc(seqs, locals, FROZEN)
     }
 
     /// Makes a piece of a cut live.
@@ -80,25 +224,25 @@ impl Run {
     /// Number of blocks.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.hashes.len() / 2
+        self.len
     }
 
     /// The blocks' sequence hashes.
     #[inline]
     pub(crate) fn seqs(&self) -> &[u64] {
-        &self.hashes[..self.len()]
+        &self.hashes[..self.len]
     }
 
     /// The blocks' local hashes.
     #[inline]
     pub(crate) fn locals(&self) -> &[u64] {
-        &self.hashes[self.len()..]
+        &self.hashes[self.len..]
     }
 
     /// The last block's sequence hash.
     #[inline]
     pub(crate) fn tail(&self) -> u64 {
-        self.hashes[self.len() - 1]
+        self.hashes[self.len - 1]
     }
 
     /// Whether the run is in use (not frozen for a split, not gone).
@@ -109,20 +253,40 @@ impl Run {
 
     /// Heap bytes: the run itself and its hashes.
     pub(super) fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + 16 * self.len()
+        bytes_of(self.len)
     }
 
-    /// How many leading blocks of the run the query's blocks from `at` match: `key(i)` is
-    /// the query's sequence hash of block `i`. Sequence hashes chain, so when the query
-    /// reaches the run's last block one compare decides.
+    /// How many leading blocks of the run the query's blocks from `at` match (`n` blocks
+    /// in all). Sequence hashes chain, so when the query reaches the run's last block one
+    /// compare decides; otherwise the blocks are compared [`STEP`] at a time (a loop the
+    /// compiler vectorizes), asking `query` for no more keys than that past the first
+    /// difference.
     #[inline]
-    pub(crate) fn matched(&self, at: usize, n: usize, mut key: impl FnMut(usize) -> u64) -> usize {
+    pub(crate) fn matched(&self, at: usize, n: usize, query: &mut impl QueryKeys) -> usize {
         let len = self.len().min(n.saturating_sub(at));
-        if len == self.len() && key(at + len - 1) == self.tail() {
+        if len == 0 {
+            return 0;
+        }
+        if len == self.len() && query.key(at + len - 1) == self.tail() {
             return len;
         }
-        let seqs = self.seqs();
-        (0..len).take_while(|&i| key(at + i) == seqs[i]).count()
+        let seqs = &self.seqs()[..len];
+        let mut i = 0;
+        while i < len {
+            let end = (i + STEP).min(len);
+            let theirs = &seqs[i..end];
+            let ours = query.keys(at + i..at + end);
+            let differ = ours.iter().zip(theirs).fold(0, |d, (a, b)| d | (a.0 ^ b));
+            if differ != 0 {
+                return i + ours
+                    .iter()
+                    .zip(theirs)
+                    .take_while(|(a, b)| a.0 == **b)
+                    .count();
+            }
+            i = end;
+        }
+        len
     }
 
     /// Whether the prompt `seq` covers the whole run from its block `i` on (the run starts
@@ -161,6 +325,33 @@ pub(crate) unsafe fn run_at(run: usize, _guard: &Guard) -> &Run {
     // is retired only through `defer_destroy` after its head left the map, which happened
     // after `_guard` was pinned, if at all.
     unsafe { Shared::<Run>::from_usize(run).deref() }
+}
+
+/// A run a find met at a head, not read yet: reading it ([`RunAt::get`]) loads its header,
+/// a cache miss that a find pays only when it goes through the run.
+#[derive(Clone, Copy)]
+pub(crate) struct RunAt<'g> {
+    run: usize,
+    guard: &'g Guard,
+}
+
+impl<'g> RunAt<'g> {
+    /// The run `run`, to be read under `guard`.
+    ///
+    /// # Safety
+    /// As [`run_at`]: `run` was read from a head node under the shard lock, with `guard`
+    /// pinned since.
+    #[inline]
+    pub(crate) unsafe fn new(run: usize, guard: &'g Guard) -> Self {
+        Self { run, guard }
+    }
+
+    /// The run.
+    #[inline]
+    pub(crate) fn get(self) -> &'g Run {
+        // SAFETY: `new`'s contract, with the same guard.
+        unsafe { run_at(self.run, self.guard) }
+    }
 }
 
 /// Hands the run of a head that left the map to the epoch collector.
@@ -221,9 +412,8 @@ impl Tree {
         let run = match self.nodes.entry(head.0) {
             Entry::Occupied(_) => return false,
             Entry::Vacant(v) => {
-                let owned = Owned::new(Run::new(local, seq));
-                self.linked_run(&owned);
-                let run = owned.into_usize();
+                let run = Run::make(local, seq);
+                self.linked_run(seq.len());
                 v.insert(Node::run_head(parent, run, depth, slot, expiry));
                 run
             }
@@ -576,11 +766,11 @@ impl Tree {
         }
     }
 
-    /// Counts in a run whose head enters the map.
-    pub(super) fn linked_run(&self, r: &Run) {
+    /// Counts in a run of `len` blocks whose head enters the map.
+    pub(super) fn linked_run(&self, len: usize) {
         self.runs.fetch_add(1, SeqCst);
-        self.run_blocks.fetch_add(r.len(), SeqCst);
-        self.array_bytes.add(r.bytes() as u64);
+        self.run_blocks.fetch_add(len, SeqCst);
+        self.array_bytes.add(bytes_of(len) as u64);
     }
 
     /// Counts out a run of `len` blocks and `bytes` whose head left the map.
@@ -625,20 +815,29 @@ mod tests {
     fn a_run_matches_its_query_in_one_compare_or_to_where_it_branches() {
         let local: Vec<LocalBlockHash> = (1..=5).map(LocalBlockHash).collect();
         let seq = compute_seq_hashes(&local);
-        let run = Run::new(&local[1..], &seq[1..]);
+        let run = owned(Run::make(&local[1..], &seq[1..]));
+        let run: &Run = &run;
         assert_eq!((run.len(), run.tail()), (4, seq[4].0));
         assert_eq!(run.locals(), &[2, 3, 4, 5]);
-        let mut probes = 0;
-        let m = run.matched(1, 5, |i| {
-            probes += 1;
-            seq[i].0
-        });
-        assert_eq!((m, probes), (4, 1));
+        // Counts the keys a compare asks for.
+        struct Counted<'a>(&'a [SequenceHash], usize);
+        impl QueryKeys for Counted<'_> {
+            fn key(&mut self, k: usize) -> u64 {
+                self.1 += 1;
+                self.0[k].0
+            }
+            fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash] {
+                self.1 += range.len();
+                &self.0[range]
+            }
+        }
+        let mut query = Counted(&seq, 0);
+        assert_eq!((run.matched(1, 5, &mut query), query.1), (4, 1));
         // A shorter query, and one that branches after two blocks.
-        assert_eq!(run.matched(1, 3, |i| seq[i].0), 2);
+        assert_eq!(run.matched(1, 3, &mut &seq[..]), 2);
         let other = compute_seq_hashes(&[1, 2, 3, 9, 9].map(LocalBlockHash));
-        assert_eq!(run.matched(1, 5, |i| other[i].0), 2);
-        assert_eq!(run.matched(1, 1, |i| seq[i].0), 0);
+        assert_eq!(run.matched(1, 5, &mut &other[..]), 2);
+        assert_eq!(run.matched(1, 1, &mut &seq[..]), 0);
     }
 
     fn chain(n: u64) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
@@ -658,6 +857,41 @@ mod tests {
 
     /// New blocks make one run; a whole refresh stays one; a walk removes it at once; a
     /// second worker that ends inside it cuts it in two, the first piece joined.
+    /// The run made at `run`, owned by the test (freed when dropped).
+    fn owned(run: usize) -> Owned<Run> {
+        // SAFETY: `run` was just made by `Run::make` or `Run::part`, and nothing else has it.
+        unsafe { Owned::from_usize(run) }
+    }
+
+    /// One allocation holds the header and both hashes of every block; a part copies its
+    /// blocks, born frozen; a long compare finds the first difference in any step.
+    #[test]
+    fn a_run_is_one_allocation_and_long_compares_find_the_first_difference() {
+        let local: Vec<LocalBlockHash> = (1..=100).map(LocalBlockHash).collect();
+        let seq = compute_seq_hashes(&local);
+        let run = owned(Run::make(&local, &seq));
+        assert_eq!(run.len(), 100);
+        assert_eq!(run.bytes(), 16 + 100 * 16);
+        assert_eq!(run.seqs(), seq.iter().map(|s| s.0).collect::<Vec<_>>());
+        assert_eq!(run.locals(), (1..=100).collect::<Vec<u64>>());
+        assert!(run.is_live());
+        for differ in [0, 1, 15, 16, 17, 40, 63, 98] {
+            let mut other = local.clone();
+            other[differ] = LocalBlockHash(999);
+            let other = compute_seq_hashes(&other);
+            assert_eq!(run.matched(0, 99, &mut &other[..]), differ, "at {differ}");
+        }
+        assert_eq!(run.matched(0, 99, &mut &seq[..]), 99);
+        assert_eq!(run.matched(0, 100, &mut &seq[..]), 100);
+        let part = owned(run.part(30..70));
+        assert_eq!((part.len(), part.tail()), (40, seq[69].0));
+        assert_eq!(part.locals(), (31..=70).collect::<Vec<u64>>());
+        assert!(!part.is_live(), "born frozen");
+        part.thaw();
+        assert!(part.is_live());
+        assert_eq!(part.matched(30, 100, &mut &seq[..]), 40);
+    }
+
     #[test]
     fn a_decisions_new_blocks_are_one_run_until_a_second_worker_comes() {
         let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
