@@ -15,6 +15,7 @@ mod append_vs_find;
 mod find_vs_cut;
 mod find_vs_unlink;
 mod handover;
+mod join_vs_cut;
 mod record_vs_sweep;
 mod remove_vs_record;
 mod split_vs_refresh;
