@@ -14,7 +14,6 @@
 //! Can fail: with `--cfg loom_break="cut_head_first"` (the head is replaced first) loom
 //! finds the find that stops at the first piece's end: "a find racing a cut lost blocks".
 
-use crossbeam_epoch::{Owned, Pointer};
 use loom::sync::{Arc, RwLock};
 use loom::thread;
 

@@ -16,7 +16,6 @@
 //! read lock and freezes after dropping it) loom finds the lost refresh: "the refresh of
 //! the run was lost".
 
-use crossbeam_epoch::{Owned, Pointer};
 use loom::sync::{Arc, RwLock};
 use loom::thread;
 
