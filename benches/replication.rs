@@ -6,7 +6,8 @@
 //!    worker of 8, record (sharing on, so each decision is also queued). Then one thread
 //!    decodes and applies those decisions (their encodings) to a fresh index, as a
 //!    replica's subscriber does. Each is timed 7 times; the medians and their ratio are
-//!    printed (target: apply >= 8x the router thread's decision rate).
+//!    printed (target: apply >= 8x the router thread's decision rate), and the apply's
+//!    parts per decision: decoding, chaining the sequence hashes, applying.
 //! 2. **End-to-end lag through Redis** (with `--features redis` and `redis-server` on the
 //!    PATH): 8 replicas, each an index with its own `RedisSync`, on a private server on a
 //!    loopback port; each records its share of the trace at a paced rate
@@ -67,6 +68,37 @@ fn apply(decisions: &[Vec<u8>]) -> f64 {
     decisions.len() as f64 / start.elapsed().as_secs_f64()
 }
 
+/// The same apply in its parts, on a fresh index: mean microseconds per decision to decode
+/// every decision, to chain their blocks' sequence hashes (which `apply_decision` does),
+/// and to apply the decoded decisions.
+fn apply_parts(decisions: &[Vec<u8>]) -> [f64; 3] {
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / decisions.len() as f64;
+    let start = Instant::now();
+    let decoded: Vec<Decision> = decisions
+        .iter()
+        .map(|bytes| Decision::decode(bytes).expect("valid"))
+        .collect();
+    let decode = per(start.elapsed());
+    let start = Instant::now();
+    for d in &decoded {
+        if let approx_kv_index::replication::Action::Route { blocks, .. } = &d.action {
+            std::hint::black_box(approx_kv_index::compute_seq_hashes(blocks));
+        }
+    }
+    let chain = per(start.elapsed());
+    let index = index(1);
+    let start = Instant::now();
+    for d in &decoded {
+        index.apply_decision(d);
+    }
+    [decode, chain, per(start.elapsed())]
+}
+
+/// The shared decisions of one routing pass (their encodings).
+fn routed_bytes(prompts: &[Vec<u32>]) -> Vec<Vec<u8>> {
+    route(prompts).1
+}
+
 fn main() {
     let prompts = common::bundled_trace(2_000);
     let (mut routed, mut applied) = (Vec::new(), Vec::new());
@@ -75,10 +107,23 @@ fn main() {
         routed.push(rate);
         applied.push(apply(&decisions));
     }
+    let parts: Vec<[f64; 3]> = (0..RUNS)
+        .map(|_| apply_parts(&routed_bytes(&prompts)))
+        .collect();
+    let part = |k: usize| median(parts.iter().map(|p| p[k]).collect());
     let (r, a) = (median(routed), median(applied));
     println!("router thread (hash, find, choose, record + queue): {r:>9.0} decisions/s (median of {RUNS})");
     println!("apply (decode + apply_decision), one thread:        {a:>9.0} decisions/s (median of {RUNS})");
     println!("apply / router thread: {:.1}x (target >= 8x)", a / r);
+    println!(
+        "per decision, us (median of {RUNS}): router thread {:.2}; decode {:.2}; chaining \
+         the blocks' sequence hashes {:.2}; apply_decision of a decoded one (which chains \
+         them) {:.2}",
+        1e6 / r,
+        part(0),
+        part(1),
+        part(2)
+    );
     #[cfg(feature = "redis")]
     redis_lag::run(&prompts);
     #[cfg(not(feature = "redis"))]
