@@ -85,7 +85,8 @@ fn record(shard: &Shard, slot: Slot, expiry: u64, guard: &Guard) -> usize {
 }
 
 /// `Tree::walk` for one block: under the write lock, remove `slot`'s entry if it expired
-/// by `threshold` (any entry of a dead slot), unlinking the node it leaves empty. Returns
+/// by `threshold` (any entry of a dead slot, as a purge removes it), unlinking the node it
+/// leaves empty. Returns
 /// the entries removed (0 or 1).
 fn walk(
     shard: &Shard,

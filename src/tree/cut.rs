@@ -20,7 +20,8 @@ use crossbeam_epoch::Guard;
 use dashmap::mapref::entry::Entry;
 
 use super::node::{Kind, Node};
-use super::run::{self, run_at, Frozen, Run, MIN_RUN};
+use super::run::{self, run_at, Run, MIN_RUN};
+use super::runs::Frozen;
 use super::Tree;
 use crate::{LocalBlockHash, SequenceHash};
 

@@ -11,6 +11,7 @@ mod export;
 mod find;
 mod node;
 pub(crate) mod run;
+mod runs;
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -28,7 +29,8 @@ pub(crate) use export::{LiveEntry, ReadAt};
 pub(crate) use find::Query;
 pub(crate) use node::{Holder, Holders};
 use node::{Kind, Node, Outcome, Settle};
-use run::{RunWalk, MIN_RUN};
+use run::MIN_RUN;
+use runs::RunWalk;
 
 /// Shards of the node map: enough that writers on different prefixes rarely meet.
 const SHARDS: usize = 128;
@@ -492,9 +494,9 @@ impl Tree {
     }
 
     /// Walks from `leaf` towards the root ending `slot`'s approximate claims that are at
-    /// or before `threshold` (all of its entries if the slot is dead): an entry with no
-    /// other claim is removed, one that is also exact keeps only its exact claim. Unlinks
-    /// nodes left empty.
+    /// or before `threshold`: an entry with no other claim is removed, one that is also
+    /// exact keeps only its exact claim (or goes whole, and an exact-only entry too, if the
+    /// slot is dead). Unlinks nodes left empty.
     ///
     /// Stops at the first block where the slot's approximate claim is later than
     /// `threshold` or absent, where the slot holds no entry, or whose node is gone: see
@@ -748,9 +750,13 @@ pub(crate) struct Walked {
 /// What a walk does with an entry whose claim is `c`: see [`Tree::walk`].
 #[inline]
 fn walk_decision(c: Claim, threshold: u64, slot_alive: bool) -> Settle {
-    if !slot_alive {
+    if c.expiry > threshold {
+        // A later decision's claim, whose own walk comes (for a dead slot too: removing it
+        // here would leave that decision's deeper blocks above a gap).
+        Settle::Keep
+    } else if !slot_alive {
         Settle::Remove
-    } else if c.expiry == 0 || c.expiry > threshold {
+    } else if c.expiry == 0 {
         Settle::Keep
     } else if c.exact {
         Settle::ClearApprox

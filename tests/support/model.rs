@@ -35,9 +35,9 @@
 //! - each node (sequence hash held by anyone) knows the parent and depth it was created
 //!   with; a *walk* of a registration from a block at a threshold goes up parent links and
 //!   removes the registration's entries whose approximate expiry is at or before the
-//!   threshold (an exact entry only loses its approximate claim), all of them if the
-//!   registration was removed; it stops at a block where the registration holds nothing, or
-//!   nothing approximate, or a later expiry, and at the root;
+//!   threshold (an exact entry only loses its approximate claim; a removed registration's
+//!   entry goes whole, exact or not); it stops at a block where the registration holds
+//!   nothing, or a later expiry, or (registered) nothing approximate, and at the root;
 //! - every approximate claim schedules a walk (a *timer*) at its expiry: a decision from its
 //!   leaf; a restored or replayed claim from its block; a claim removed by an event from the
 //!   removed block's parent (the walks of the decisions behind it stop at the gap);
@@ -293,7 +293,10 @@ impl Model {
             let Some(claim) = self.entries.get_mut(&(reg, key)) else {
                 break;
             };
-            if alive && (claim.expiry == 0 || claim.expiry > threshold) {
+            // A later claim is a later decision's, whose own walk comes (for a removed
+            // registration too: removing it here would leave that decision's deeper blocks
+            // above a gap).
+            if claim.expiry > threshold || (alive && claim.expiry == 0) {
                 break;
             }
             if alive && claim.exact {

@@ -1,0 +1,671 @@
+//! Runs in the tree: a decision's new blocks stored as one entry, joined, cut and split.
+//!
+//! When a decision reaches blocks the tree does not have yet (the new suffix of a prompt:
+//! most blocks of most decisions), and finds gallop (holder sets are nested), the suffix
+//! becomes one *run* ([`Run`], `run.rs`) instead of one node per block, owned by a **head**
+//! node at the first block's key, which holds the run's holders and claims like a block's
+//! (inline, or an array); and a **tail** marker at the last block's key, which names the
+//! head. Every block of a run is held by the same slots with the same claims, so a refresh
+//! of the whole run is one atomic on the head, a walk removes a slot from the whole run at
+//! once, and a find that reaches the head compares the run's hashes with its query in one
+//! loop.
+//!
+//! The blocks between head and tail have no key: the tree's *ends* are keys (a decision's
+//! leaf is a tail or a block, a child hangs only below a tail or a block), so walks, timers
+//! and caps' logs never need them. Another worker whose prompt covers a run whole **joins**
+//! it ([`Tree::join_run`]); a prompt that leaves a run or ends inside it **cuts** it in two
+//! (`cut.rs`). Anything else that would make the run's blocks differ (a KV event, a
+//! restore, a walk with less budget than the run, a cut whose keys are taken) first
+//! **splits it up** into one node per block ([`Tree::split`]): the run is frozen, its blocks
+//! are inserted as nodes with its holders and claims, then its tail marker and its head are
+//! replaced, and the run is retired through the epoch collector. Readers see the same
+//! holders and claims on every block throughout. A writer that meets a frozen run waits for
+//! the split to end (a few microseconds: one map insert per block).
+
+use std::sync::atomic::Ordering::SeqCst;
+
+use crossbeam_epoch::Guard;
+use dashmap::mapref::entry::Entry;
+
+use super::claim::Claim;
+use super::node::{Kind, Node, Outcome, Settle};
+use super::run::{bytes_of, run_at, Run, MIN_RUN};
+use super::Tree;
+use crate::slot::Slot;
+use crate::{LocalBlockHash, SequenceHash};
+
+/// A split under way that nested splits are inside of: its run, and the entries (block
+/// key, slot, claim) they left for it to place once its tail's block is in.
+pub(super) type Nesting = (usize, Vec<(u64, Slot, Claim)>);
+
+/// A frozen run's head: its parent, depth and holders (see [`Tree::freeze`]).
+pub(super) struct Frozen {
+    pub(super) parent: SequenceHash,
+    pub(super) depth: u32,
+    pub(super) holders: Vec<(Slot, Claim)>,
+}
+
+/// What a walk did at a run (see [`Tree::walk_run`]).
+pub(crate) enum RunWalk {
+    /// The whole run was removed: `removed` entries; go on from `parent` (at `depth`, the
+    /// head's).
+    Removed {
+        removed: usize,
+        parent: SequenceHash,
+        depth: u32,
+    },
+    /// Stop here (another holder, a later claim, or the run is gone).
+    Stop,
+    /// The run was split up or changed: look at the key again.
+    Again,
+}
+
+impl Tree {
+    /// Stores the new blocks `seq`, `local` (two or more, whose first block's key is
+    /// free, and so are the others': the tree is closed under prefixes) as one run held by
+    /// `slot` with an approximate claim until `expiry`, below `parent` at `depth`. Returns
+    /// false, storing nothing, if the first block's key is taken meanwhile.
+    pub(super) fn insert_run(
+        &self,
+        slot: Slot,
+        parent: SequenceHash,
+        depth: u32,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+        expiry: u64,
+        guard: &Guard,
+    ) -> bool {
+        debug_assert!(seq.len() >= MIN_RUN);
+        let head = seq[0];
+        let run = match self.nodes.entry(head.0) {
+            Entry::Occupied(_) => return false,
+            Entry::Vacant(v) => {
+                let run = Run::make(local, seq);
+                self.linked_run(seq.len());
+                v.insert(Node::run_head(parent, run, depth, slot, expiry));
+                run
+            }
+        };
+        let tail_depth = depth.saturating_add(seq.len() as u32 - 1);
+        let tail = seq[seq.len() - 1];
+        let clash = loop {
+            let other = match self.nodes.entry(tail.0) {
+                Entry::Vacant(v) => {
+                    v.insert(Node::run_tail(head, run, tail_depth));
+                    break false;
+                }
+                Entry::Occupied(o) => match o.get().kind() {
+                    Kind::Tail { head, run } => (head, run),
+                    // A block (placed by a split of our run, or left behind above a gap by
+                    // a walk): the run must be blocks too.
+                    _ => break true,
+                },
+            };
+            // Another run's marker: a run left behind above a gap, which the split of ours
+            // splits too; or one that is gone (removed from its head first), whose marker
+            // ours replaces.
+            let (other_head, other_run) = other;
+            let live = self
+                .nodes
+                .get(&other_head.0)
+                .is_some_and(|n| n.kind() == Kind::Head(other_run));
+            if live {
+                break true;
+            }
+            if let Entry::Occupied(mut o) = self.nodes.entry(tail.0) {
+                if o.get().kind()
+                    == (Kind::Tail {
+                        head: other_head,
+                        run: other_run,
+                    })
+                {
+                    *o.get_mut() = Node::run_tail(head, run, tail_depth);
+                    break false;
+                }
+            }
+        };
+        // Runs are made only while finds gallop; whoever cleared that splits every run it
+        // can see, and this one may have come after its look (`split_all`).
+        if clash || !self.nested.load(SeqCst) {
+            self.split(head, run, guard);
+        }
+        true
+    }
+
+    /// Adds `slot` with `claim` to the holders of the run whose head is keyed `seq[i]`
+    /// (raising its claim if it holds the run already), if the run is live and the prompt
+    /// `seq` covers it whole: returns the run's length and whether the slot was added.
+    /// `None`: there is no live run there that the prompt covers, and the caller splits it.
+    ///
+    /// Under the head's write lock, which a split's freeze also takes: a joined run is
+    /// either still live, and its split will copy the new holder, or frozen, and not
+    /// joined.
+    pub(super) fn join_run(
+        &self,
+        slot: Slot,
+        seq: &[SequenceHash],
+        i: usize,
+        claim: Claim,
+        guard: &Guard,
+    ) -> Option<(usize, bool)> {
+        let Entry::Occupied(mut entry) = self.nodes.entry(seq[i].0) else {
+            return None;
+        };
+        let Kind::Head(run) = entry.get().kind() else {
+            return None;
+        };
+        // SAFETY: read from a head under the shard lock, with `guard` pinned.
+        let r = unsafe { run_at(run, guard) };
+        if !r.is_live() || !r.covered_by(seq, i) {
+            return None;
+        }
+        let added = self.reshape(entry.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+        Some((r.len(), added))
+    }
+
+    /// Splits up the run `run` whose head is at `head` into one node per block, all held by
+    /// the run's holders with their claims; returns once no run `run` is at `head`.
+    ///
+    /// Splits take turns (`Tree::splitting`, held for the whole split; no shard lock is held
+    /// while taking it): a split may have to split another run first (below), and two
+    /// splits each waiting for the other's run would never end.
+    pub(crate) fn split(&self, head: SequenceHash, run: usize, guard: &Guard) {
+        let is_head = |tree: &Self| {
+            tree.nodes
+                .get(&head.0)
+                .is_some_and(|n| n.kind() == Kind::Head(run))
+        };
+        if !is_head(self) {
+            return;
+        }
+        let _turn = self.splitting.lock();
+        self.split_in_turn(head, run, &mut Vec::new(), guard);
+    }
+
+    /// [`split`](Self::split), the turn held. `outer`: the runs this split is nested in,
+    /// with the (block key, slot, claim) entries this split left for them to place.
+    ///
+    /// A run's blocks may already have keys: blocks, or another run, left behind by walks
+    /// above a gap (a walk removes a block whose other children it does not know; their
+    /// own walks remove them later), over which a decision made this run. A block there
+    /// takes the run's holder too (and the count the slot now has twice goes to
+    /// `Tree::merged`); another run there is split up first, and where its tail marker
+    /// lies inside this run's blocks, its entry there waits for this run's.
+    fn split_in_turn(
+        &self,
+        head: SequenceHash,
+        run: usize,
+        outer: &mut Vec<Nesting>,
+        guard: &Guard,
+    ) {
+        if let Some(frozen) = self.freeze(head, run, guard) {
+            self.split_frozen(head, run, frozen, outer, guard);
+        }
+    }
+
+    /// Freezes the run `run` at `head` for a split or a cut (the turn held), copying its
+    /// parent, depth and holders; `None` if no such run is there.
+    pub(super) fn freeze(&self, head: SequenceHash, run: usize, guard: &Guard) -> Option<Frozen> {
+        let node = self.nodes.get_mut(&head.0)?;
+        if node.kind() != Kind::Head(run) {
+            return None;
+        }
+        // SAFETY: read from a head under the shard lock, with `guard` pinned.
+        let r = unsafe { run_at(run, guard) };
+        let holders: Vec<(Slot, Claim)> = node
+            .holders(guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect();
+        if holders.is_empty() {
+            // A head always has a holder: a walk that removes the last one unlinks the
+            // head under the same lock.
+            return None;
+        }
+        // Only the split (or cut) in turn freezes a run, and the pieces of a cut are live
+        // again before its turn ends: this one is live. From here on its holders' claims
+        // no longer change (refreshes and joins check it is live under the head's lock,
+        // which we hold), so the copy above stays true.
+        r.freeze();
+        Some(Frozen {
+            parent: node.parent,
+            depth: node.depth(),
+            holders,
+        })
+    }
+
+    /// [`split_in_turn`](Self::split_in_turn) of a run frozen by [`freeze`](Self::freeze).
+    pub(super) fn split_frozen(
+        &self,
+        head: SequenceHash,
+        run: usize,
+        Frozen {
+            parent,
+            depth,
+            holders,
+        }: Frozen,
+        outer: &mut Vec<Nesting>,
+        guard: &Guard,
+    ) {
+        outer.push((run, Vec::new()));
+        // SAFETY: as above; the run stays in the map (frozen) until we replace its head.
+        let r = unsafe { run_at(run, guard) };
+        let (seqs, locals) = (r.seqs(), r.locals());
+        // Every block but the first, deepest first, then the tail's: a reader that finds a
+        // block of the run as a node finds every deeper one (the tail's as its marker,
+        // which reads as the run), so a miss next to a block it found is still a true one;
+        // and a walk, which enters a run's blocks only through its tail, then finds every
+        // block above it in place (and the head, which it waits for).
+        let last = r.len() - 1;
+        // Per holder, the entries merged into blocks it already held.
+        let mut merged = vec![0; holders.len()];
+        for i in (1..last).rev().chain(std::iter::once(last)) {
+            let key = seqs[i];
+            let node = || {
+                let parent = SequenceHash(seqs[i - 1]);
+                let depth = depth.saturating_add(i as u32);
+                let node = Node::held_by(parent, LocalBlockHash(locals[i]), depth, &holders, guard);
+                self.array_bytes.add(node.array_bytes(guard) as u64);
+                node
+            };
+            loop {
+                let mut o = match self.nodes.entry(key) {
+                    Entry::Vacant(v) => {
+                        v.insert(node());
+                        break;
+                    }
+                    Entry::Occupied(o) => o,
+                };
+                match o.get().kind() {
+                    Kind::Block => {
+                        for (h, &(slot, claim)) in holders.iter().enumerate() {
+                            let added =
+                                self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+                            merged[h] += usize::from(!added);
+                        }
+                    }
+                    Kind::Tail { run: mine, .. } if mine == run => *o.get_mut() = node(),
+                    // The marker of a run this split is nested in: its split places the
+                    // block, then these entries.
+                    Kind::Tail { run: other, .. } if outer.iter().any(|(r, _)| *r == other) => {
+                        let waiting = outer.iter_mut().find(|(r, _)| *r == other);
+                        if let Some((_, entries)) = waiting {
+                            entries.extend(holders.iter().map(|&(slot, claim)| (key, slot, claim)));
+                        }
+                    }
+                    Kind::Tail {
+                        head: other_head,
+                        run: other,
+                    } => {
+                        drop(o);
+                        self.split_in_turn(other_head, other, outer, guard);
+                        self.remove_tail_marker(key, other_head, other);
+                        continue;
+                    }
+                    Kind::Head(other) => {
+                        drop(o);
+                        self.split_in_turn(SequenceHash(key), other, outer, guard);
+                        continue;
+                    }
+                }
+                break;
+            }
+        }
+        // Our tail's block is in place: the entries nested splits left for it.
+        let (_, waiting) = outer.pop().expect("pushed above");
+        for (key, other_slot, other_claim) in waiting {
+            if let Entry::Occupied(mut o) = self.nodes.entry(key) {
+                if o.get().kind() == Kind::Block
+                    && !self.reshape(o.get_mut(), guard, |n| {
+                        n.upsert(other_slot, other_claim, guard)
+                    })
+                {
+                    self.merged.push((other_slot, 1));
+                }
+            }
+        }
+        if let Some(mut node) = self.nodes.get_mut(&head.0) {
+            if node.kind() == Kind::Head(run) {
+                let bytes = r.bytes();
+                let first =
+                    Node::held_by(parent, LocalBlockHash(locals[0]), depth, &holders, guard);
+                // Dropping the head retires the run (and its holder array, whose bytes the
+                // reshape counts out as it counts in the new node's).
+                self.reshape(&mut node, guard, |n| *n = first);
+                self.unlinked_run(r.len(), bytes);
+            }
+        }
+        for (&(slot, _), merged) in holders.iter().zip(merged) {
+            if merged > 0 {
+                self.merged.push((slot, merged));
+            }
+        }
+    }
+
+    /// Hands each count of entries that splits merged (see [`Tree::merged`]) to `uncount`.
+    pub(crate) fn take_merged(&self, mut uncount: impl FnMut(Slot, usize)) {
+        while let Some((slot, merged)) = self.merged.pop() {
+            uncount(slot, merged);
+        }
+    }
+
+    /// Splits up every run in the tree (one pass over the map), so that every block has a
+    /// key: for what looks blocks up by sequence hash (KV events, restores).
+    pub(crate) fn split_all(&self, guard: &Guard) {
+        if self.runs.load(SeqCst) == 0 {
+            return;
+        }
+        let heads: Vec<(u64, usize)> = self
+            .nodes
+            .iter()
+            .filter_map(|n| match n.kind() {
+                Kind::Head(run) => Some((*n.key(), run)),
+                _ => None,
+            })
+            .collect();
+        for (head, run) in heads {
+            self.split(SequenceHash(head), run, guard);
+        }
+    }
+
+    /// A walk at a run's tail marker: ends `slot`'s claim on the whole run if
+    /// `walk_decision` says so and `budget` allows, else splits the run up (budget too
+    /// small, or `whole` false: the walk covers one block) so the walk goes on block by
+    /// block. `forget` is called once per entry removed, with the head's write lock held.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn walk_run(
+        &self,
+        (head, run, tail): (SequenceHash, usize, u64),
+        slot: Slot,
+        decide: impl FnOnce(Claim) -> Settle,
+        budget: usize,
+        whole: bool,
+        mut forget: impl FnMut(),
+        guard: &Guard,
+    ) -> RunWalk {
+        let Entry::Occupied(entry) = self.nodes.entry(head.0) else {
+            return RunWalk::Stop;
+        };
+        if entry.get().kind() != Kind::Head(run) {
+            return RunWalk::Stop;
+        }
+        // SAFETY: read from a head under the shard lock, with `guard` pinned.
+        let r = unsafe { run_at(run, guard) };
+        if !r.is_live() {
+            drop(entry);
+            r.wait_split();
+            return RunWalk::Again;
+        }
+        let holders = entry.get().holders(guard);
+        let Some(claim) = super::node::find(&holders, slot).map(|h| h.claim()) else {
+            return RunWalk::Stop;
+        };
+        if decide(claim) != Settle::Remove {
+            return RunWalk::Stop;
+        }
+        let len = r.len();
+        if !whole || len > budget {
+            drop(entry);
+            self.split(head, run, guard);
+            return RunWalk::Again;
+        }
+        let others = holders.len() > 1;
+        let (parent, depth) = (entry.get().parent, entry.get().depth());
+        for _ in 0..len {
+            forget();
+        }
+        if others {
+            // The slot leaves the run; the others hold it on.
+            let mut entry = entry;
+            let outcome = self.reshape(entry.get_mut(), guard, |n| {
+                n.settle(slot, |_| Settle::Remove, guard)
+            });
+            debug_assert!(matches!(outcome, Outcome::Removed { last: false, .. }));
+        } else {
+            let bytes = r.bytes();
+            entry.remove();
+            self.unlinked_run(len, bytes);
+            self.remove_tail_marker(tail, head, run);
+        }
+        RunWalk::Removed {
+            removed: len,
+            parent,
+            depth,
+        }
+    }
+
+    /// Counts in a run of `len` blocks whose head enters the map.
+    pub(super) fn linked_run(&self, len: usize) {
+        self.runs.fetch_add(1, SeqCst);
+        self.run_blocks.fetch_add(len, SeqCst);
+        self.array_bytes.add(bytes_of(len) as u64);
+    }
+
+    /// Counts out a run of `len` blocks and `bytes` whose head left the map.
+    pub(super) fn unlinked_run(&self, len: usize, bytes: usize) {
+        self.runs.fetch_sub(1, SeqCst);
+        self.run_blocks.fetch_sub(len, SeqCst);
+        self.array_bytes.add((bytes as u64).wrapping_neg());
+    }
+
+    /// Splits up the run that the head or tail marker keyed `key` names (`head`, `run`),
+    /// and removes the marker if it outlived its run: `key` is then a block, or missing.
+    pub(super) fn clear_run_at(&self, key: u64, (head, run): (SequenceHash, usize), guard: &Guard) {
+        self.split(head, run, guard);
+        self.remove_tail_marker(key, head, run);
+    }
+
+    /// Removes the tail marker at `tail` if it still names `run`, whose head (at `head`)
+    /// must be gone or split up (checked first, without holding the marker's lock: once a
+    /// run leaves its head it never comes back).
+    pub(super) fn remove_tail_marker(&self, tail: u64, head: SequenceHash, run: usize) {
+        if self
+            .nodes
+            .get(&head.0)
+            .is_some_and(|n| n.kind() == Kind::Head(run))
+        {
+            return;
+        }
+        if let Entry::Occupied(o) = self.nodes.entry(tail) {
+            if matches!(o.get().kind(), Kind::Tail { run: r, .. } if r == run) {
+                o.remove();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compute_seq_hashes;
+
+    fn chain(n: u64) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
+        let local: Vec<LocalBlockHash> = (1..=n).map(LocalBlockHash).collect();
+        let seq = compute_seq_hashes(&local);
+        (local, seq)
+    }
+
+    fn holders_at(tree: &Tree, seq: SequenceHash, guard: &Guard) -> Vec<(Slot, Claim)> {
+        let node = tree.nodes.get(&seq.0).expect("a key");
+        assert_eq!(node.kind(), Kind::Block);
+        node.holders(guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect()
+    }
+
+    /// New blocks make one run; a whole refresh stays one; a walk removes it at once; a
+    /// second worker that ends inside it cuts it in two, the first piece joined.
+    #[test]
+    fn a_decisions_new_blocks_are_one_run_until_a_second_worker_comes() {
+        let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+        let (local, seq) = chain(6);
+        assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 6);
+        assert_eq!((tree.nodes.len(), tree.len()), (2, 6));
+        assert_eq!(tree.record(1, (&local, &seq), 120, false, &guard), 0);
+        let mut forgotten = 0;
+        let walked = tree.walk(
+            seq[5],
+            1,
+            120,
+            true,
+            100,
+            super::super::Span::Path,
+            || forgotten += 1,
+            &guard,
+        );
+        assert_eq!((walked.removed, forgotten, tree.nodes.len()), (6, 6, 0));
+        assert_eq!((tree.runs.load(SeqCst), tree.array_bytes.sum()), (0, 0));
+
+        assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 6);
+        assert_eq!(
+            tree.record(2, (&local[..3], &seq[..3]), 90, true, &guard),
+            3
+        );
+        assert_eq!((tree.nodes.len(), tree.runs.load(SeqCst)), (4, 2));
+        assert_eq!(tree.len(), 6);
+        assert_eq!(
+            run_holders(&tree, seq[0], &guard),
+            [(1, Claim::approx(100)), (2, Claim::approx(90))]
+        );
+        assert_eq!(
+            run_holders(&tree, seq[3], &guard),
+            [(1, Claim::approx(100))]
+        );
+        // A prompt that ends after the first block: a piece of one block is a block.
+        assert_eq!(
+            tree.record(3, (&local[..1], &seq[..1]), 50, true, &guard),
+            1
+        );
+        assert_eq!(holders_at(&tree, seq[0], &guard).len(), 3);
+        assert_eq!(run_holders(&tree, seq[1], &guard).len(), 2);
+        assert_eq!((tree.runs.load(SeqCst), tree.len()), (2, 6));
+        // A walk with less budget than a run splits it and removes block by block.
+        let (l2, s2) = chain(9);
+        assert_eq!(tree.record(4, (&l2[6..], &s2[6..]), 70, true, &guard), 3);
+        let walked = tree.walk(
+            s2[8],
+            4,
+            70,
+            true,
+            2,
+            super::super::Span::Path,
+            || {},
+            &guard,
+        );
+        assert_eq!((walked.removed, walked.resume), (2, Some(s2[6])));
+    }
+
+    /// Holders of the run at `head` (a run's head, asserted).
+    fn run_holders(tree: &Tree, head: SequenceHash, guard: &Guard) -> Vec<(Slot, Claim)> {
+        let node = tree.nodes.get(&head.0).expect("a key");
+        assert!(matches!(node.kind(), Kind::Head(_)));
+        node.holders(guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect()
+    }
+
+    /// A second worker whose prompt covers a run joins it (one entry per block, no split);
+    /// a walk of one holder leaves the run to the other; a split gives every block both.
+    #[test]
+    fn workers_whose_prompts_cover_a_run_join_it() {
+        let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+        let (local, seq) = chain(6);
+        assert_eq!(
+            tree.record(1, (&local[..4], &seq[..4]), 100, true, &guard),
+            4
+        );
+        // Worker 2 covers the run and goes on: it joins, then its own run hangs below.
+        assert_eq!(tree.record(2, (&local, &seq), 90, true, &guard), 6);
+        assert_eq!(
+            tree.record(3, (&local[..4], &seq[..4]), 80, false, &guard),
+            4
+        );
+        assert_eq!((tree.runs.load(SeqCst), tree.len()), (2, 6));
+        let both = [
+            (1, Claim::approx(100)),
+            (2, Claim::approx(90)),
+            (3, Claim::approx(80)),
+        ];
+        assert_eq!(run_holders(&tree, seq[0], &guard), both);
+        // A refresh of a joined run is in place, and adds nothing.
+        assert_eq!(
+            tree.record(3, (&local[..4], &seq[..4]), 95, false, &guard),
+            0
+        );
+        let bytes = tree.array_bytes.sum();
+        assert!(bytes > 0, "the holders of a joined run are an array");
+        // Worker 2's walk from its leaf removes its run below, then leaves the shared run.
+        let mut forgotten = 0;
+        let span = super::super::Span::Path;
+        let walked = tree.walk(seq[5], 2, 90, true, 100, span, || forgotten += 1, &guard);
+        assert_eq!((walked.removed, forgotten), (6, 6));
+        assert_eq!(
+            run_holders(&tree, seq[0], &guard),
+            [(1, Claim::approx(100)), (3, Claim::approx(95))]
+        );
+        assert_eq!((tree.runs.load(SeqCst), tree.len()), (1, 4));
+        // A cut (worker 4 ends inside the run) gives each piece the run's holders.
+        assert_eq!(
+            tree.record(4, (&local[..2], &seq[..2]), 70, true, &guard),
+            2
+        );
+        assert_eq!((tree.runs.load(SeqCst), tree.len()), (2, 4));
+        assert_eq!(
+            run_holders(&tree, seq[2], &guard),
+            [(1, Claim::approx(100)), (3, Claim::approx(95))]
+        );
+        assert_eq!(run_holders(&tree, seq[0], &guard).len(), 3);
+        assert_eq!(tree.purge(&[1, 3, 4], &guard), [4, 4, 2]);
+        assert_eq!((tree.nodes.len(), tree.array_bytes.sum()), (0, 0));
+    }
+
+    /// A cut whose piece needs a key that is taken (a block left behind above a gap, as
+    /// walks leave them) splits the run up instead, merging the block.
+    #[test]
+    fn a_cut_that_meets_a_taken_key_splits_instead() {
+        let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+        let (local, seq) = chain(6);
+        let left_behind = Node::new(seq[1], local[2], 2, 1, Claim::approx(40));
+        tree.nodes.insert(seq[2].0, left_behind);
+        assert!(tree.insert_run(1, SequenceHash::default(), 0, (&local, &seq), 100, &guard));
+        assert_eq!(tree.runs.load(SeqCst), 1);
+        // Worker 2 leaves the run after three blocks: the first piece's marker would go
+        // where the block is.
+        let l2 = [local[0], local[1], local[2], LocalBlockHash(77)];
+        let s2 = compute_seq_hashes(&l2);
+        assert_eq!(tree.record(2, (&l2, &s2), 90, true, &guard), 4);
+        assert_eq!(tree.runs.load(SeqCst), 0);
+        assert_eq!(
+            holders_at(&tree, seq[2], &guard),
+            [(1, Claim::approx(100)), (2, Claim::approx(90))]
+        );
+        assert_eq!(holders_at(&tree, seq[5], &guard), [(1, Claim::approx(100))]);
+        let mut twice = 0;
+        tree.take_merged(|_, n| twice += n);
+        assert_eq!(twice, 1, "the block left behind was counted before");
+    }
+
+    /// A run over blocks a walk left behind above a gap (here a run of the same slot): the
+    /// split merges them, keeps the later claim, and hands over the entries the slot's
+    /// count has twice. (Its tail marker is not replaced: a walk reaches it through it.)
+    #[test]
+    fn a_split_merges_a_run_left_behind_inside_it() {
+        let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+        let (local, seq) = chain(6);
+        assert!(tree.insert_run(2, seq[2], 3, (&local[3..], &seq[3..]), 50, &guard));
+        // The new run's last block is the other run's tail: both are split up at once.
+        assert_eq!(tree.record(2, (&local, &seq), 100, true, &guard), 6);
+        assert_eq!((tree.runs.load(SeqCst), tree.nodes.len()), (0, 6));
+        for s in &seq[1..] {
+            assert_eq!(holders_at(&tree, *s, &guard), [(2, Claim::approx(100))]);
+        }
+        let mut twice = 0;
+        tree.take_merged(|slot, n| {
+            assert_eq!(slot, 2);
+            twice += n;
+        });
+        assert_eq!(twice, 3);
+        assert_eq!(tree.array_bytes.sum(), 0);
+    }
+}
