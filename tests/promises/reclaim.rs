@@ -86,6 +86,49 @@ fn entries_of_removed_workers_are_reclaimed_and_counted_as_expirations() {
     );
 }
 
+/// src/indexer.rs, `remove_worker`: "the sweeper frees its entries within about one TTL";
+/// design.md, sweep: a walk stops at a later claim ("a later decision's claim, which that
+/// decision's own timer walks, for a DEAD slot too"). A removed worker's decisions of
+/// different ages are freed each at its own TTL, never leaving a later one's blocks without
+/// their prefix; `stats().nodes` stays the number of distinct prefixes throughout, also
+/// once another worker's prompt continues through them.
+#[test]
+fn a_removed_workers_decisions_are_freed_each_at_its_own_ttl() {
+    let (index, clock) = manual_index(1, TTL);
+    index.process_routing_decision_for_request(&[1, 2], 1);
+    clock.advance(TTL / 2);
+    index.process_routing_decision_for_request(&[1, 3], 1); // refreshes block [1]
+    index.remove_worker(1);
+    clock.advance(TTL / 2);
+    assert_eq!(
+        index.sweep_expired(),
+        1,
+        "only the first decision's own block"
+    );
+    let stats = index.stats();
+    assert_eq!(
+        (stats.entries, stats.nodes),
+        (2, 2),
+        "[1] and [1, 3]: {stats:?}"
+    );
+    index.process_routing_decision_for_request(&[1, 3, 4], 2);
+    let stats = index.stats();
+    assert_eq!((stats.entries, stats.nodes), (5, 3), "{stats:?}");
+    assert_eq!(index.find_matches_for_request(&[1, 3, 4]).scores[&2], 3);
+    clock.advance(TTL / 2);
+    assert_eq!(
+        index.sweep_expired(),
+        2,
+        "the second decision's, within one TTL"
+    );
+    let stats = index.stats();
+    assert_eq!(
+        (stats.entries, stats.nodes),
+        (3, 3),
+        "worker 2's: {stats:?}"
+    );
+}
+
 /// src/stats.rs, `IndexStats::pending_timers`: "one per recorded decision not yet swept,
 /// and one per restored or replayed approximate claim" (and none for exact entries:
 /// design.md, "entries with no approximate claim have no timer").
