@@ -211,11 +211,11 @@ impl Tree {
         // wrong; one that finds a block, a head or a tail is right. The search therefore
         // trusts a miss only next to a block it found held (the block after a found block
         // or a run's end is never inside a run), and when it reaches a run's head with
-        // only the run's holder left, it compares the query with the run in one loop and
+        // only the run's holders left, it compares the query with the run in one loop and
         // jumps to where they part.
         let mut lo = 0;
         if let Some(run) = run {
-            // Only the run's holder is active.
+            // Every active worker holds the run (they are its head's holders).
             match through_run(run, (0, n), &mut keys, active, out) {
                 Some(end) => lo = end,
                 None => return,
@@ -279,8 +279,8 @@ impl Tree {
             let at_hi: &[Holder] = at_hi.as_deref().unwrap_or(&last);
             retain_holders(active, at_hi, now, |worker| report(out, worker, depth));
             lo = hi;
-            // The workers left hold block `hi`; if it is a run's head, they are its holder,
-            // and the blocks after it have no key: on through the run.
+            // The workers left hold block `hi`; if it is a run's head, they are among its
+            // holders, and the blocks after it have no key: on through the run.
             if let (Some(run), false) = (run_hi, active.is_empty()) {
                 if let Some(end) = through_run(run, (hi, n), &mut keys, active, out) {
                     lo = end;

@@ -187,7 +187,7 @@ impl Tree {
     /// A run's blocks may already have keys: blocks, or another run, left behind by walks
     /// above a gap (a walk removes a block whose other children it does not know; their
     /// own walks remove them later), over which a decision made this run. A block there
-    /// takes the run's holder too (and the count the slot now has twice goes to
+    /// takes the run's holders too (and the count the slot now has twice goes to
     /// `Tree::merged`); another run there is split up first, and where its tail marker
     /// lies inside this run's blocks, its entry there waits for this run's.
     fn split_in_turn(
