@@ -111,41 +111,57 @@ impl Tree {
                 run::retire(*p, guard);
             }
         };
+        // Each step below lets go of its entry (the shard's write lock) before it takes back
+        // what earlier steps placed: those keys may lie in the same shard.
         // 1. The first piece's tail marker, inside the run.
         if let Some(a) = first {
-            let Entry::Vacant(v) = self.nodes.entry(seqs[k - 1]) else {
+            let placed = match self.nodes.entry(seqs[k - 1]) {
+                Entry::Vacant(v) => {
+                    v.insert(Node::run_tail(head, a, depth(k - 1)));
+                    true
+                }
+                Entry::Occupied(_) => false,
+            };
+            if !placed {
                 drop_pieces(&[first, second]);
                 return false;
-            };
-            v.insert(Node::run_tail(head, a, depth(k - 1)));
+            }
         }
         // 2. The second piece's head, inside the run (no one finds it through the run yet;
         // walks wait at it while it is frozen).
         if let Some(b) = second {
-            let Entry::Vacant(v) = self.nodes.entry(seqs[k]) else {
+            let placed = match self.nodes.entry(seqs[k]) {
+                Entry::Vacant(v) => {
+                    v.insert(counted(block(k).into_head(b)));
+                    true
+                }
+                Entry::Occupied(_) => false,
+            };
+            if !placed {
                 self.unplace(first.map(|_| seqs[k - 1]), None, guard);
                 drop_pieces(&[first, second]);
                 return false;
-            };
-            v.insert(counted(block(k).into_head(b)));
+            }
         }
-        // 3. The run's tail marker: the second piece's (or its one block).
-        match self.nodes.entry(seqs[len - 1]) {
+        // 3. The run's tail marker: the second piece's (or its one block). A run's tail key
+        // holds its marker while the run is at its head.
+        let placed = match self.nodes.entry(seqs[len - 1]) {
             Entry::Occupied(mut o) if o.get().kind() == (Kind::Tail { head, run }) => {
                 *o.get_mut() = match second {
                     Some(b) => Node::run_tail(SequenceHash(seqs[k]), b, depth(len - 1)),
                     None => counted(block(len - 1)),
                 };
+                true
             }
-            // (A run's tail key holds its marker while the run is at its head.)
-            _ => {
-                let second_head = second.map(|_| seqs[k]);
-                self.unplace(first.map(|_| seqs[k - 1]), second_head, guard);
-                if first.is_some() {
-                    drop_pieces(&[first]);
-                }
-                return false;
+            _ => false,
+        };
+        if !placed {
+            let second_head = second.map(|_| seqs[k]);
+            self.unplace(first.map(|_| seqs[k - 1]), second_head, guard);
+            if first.is_some() {
+                drop_pieces(&[first]);
             }
+            return false;
         }
         // 4. The head: the first piece's (or its one block). Dropping the run's head
         // retires the run.

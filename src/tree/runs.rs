@@ -646,6 +646,41 @@ mod tests {
         assert_eq!(twice, 1, "the block left behind was counted before");
     }
 
+    /// A cut whose last step finds the run's tail key taken (here by a block put there in
+    /// its place, as a racing writer could) takes back the two keys it placed and splits
+    /// instead, without holding the tail key's shard lock while it does: one of those keys
+    /// may lie in the same shard (found by the stress test in CI, where such a cut
+    /// deadlocked). Cuts after every block of a long run, each on a fresh tree, so that some
+    /// key shares the tail's shard; each must end.
+    #[test]
+    fn a_cut_that_falls_back_late_does_not_deadlock() {
+        let (local, seq) = chain(300);
+        let (done, finished) = std::sync::mpsc::channel();
+        let (local, seq) = (std::sync::Arc::new(local), std::sync::Arc::new(seq));
+        std::thread::spawn(move || {
+            for k in 1..seq.len() - 1 {
+                let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+                assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 300);
+                let Kind::Head(run) = tree.nodes.get(&seq[0].0).expect("the head").kind() else {
+                    panic!("one run");
+                };
+                let taken = Node::new(seq[298], local[299], 299, 2, Claim::approx(50));
+                tree.nodes.insert(seq[299].0, taken);
+                tree.cut(seq[0], run, k, &guard);
+                assert_eq!(tree.runs.load(SeqCst), 0, "split instead, at k = {k}");
+                assert_eq!(
+                    holders_at(&tree, seq[k], &guard),
+                    [(1, Claim::approx(100))],
+                    "k = {k}"
+                );
+            }
+            done.send(()).expect("the test waits");
+        });
+        finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("every cut ended");
+    }
+
     /// A run over blocks a walk left behind above a gap (here a run of the same slot): the
     /// split merges them, keeps the later claim, and hands over the entries the slot's
     /// count has twice. (Its tail marker is not replaced: a walk reaches it through it.)
