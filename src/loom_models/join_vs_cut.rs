@@ -18,20 +18,17 @@
 //! finds the join that lands on the old head after the cut copied its holders and is lost
 //! with it: "a join racing a cut was lost".
 
-use loom::sync::{Arc, RwLock};
+use loom::sync::Arc;
 use loom::thread;
 
-use super::node::{Kind, Node};
+use super::node::Kind;
+use super::run_cut::{cut, run_shards, CUT};
 use super::{Claim, Shard};
-use crate::tree::run::{run_at, Run};
-use crate::{LocalBlockHash, SequenceHash};
+use crate::tree::run::run_at;
 
 const OWNER: u32 = 1;
 const JOINER: u32 = 2;
 const EXPIRY: u64 = 10;
-/// Blocks of the run, and where the cut falls.
-const LEN: usize = 4;
-const CUT: usize = 2;
 
 /// The join of the run (or piece) whose head is in `shard`, as `Tree::join_run` does it:
 /// the number of blocks joined, or `None` if the run was frozen (waited for: look again).
@@ -62,69 +59,30 @@ fn holders(shard: &Shard, guard: &crossbeam_epoch::Guard) -> Vec<u32> {
 #[test]
 fn join_races_cut() {
     super::model(|| {
-        let local: Vec<LocalBlockHash> = (1..=LEN as u64).map(LocalBlockHash).collect();
-        let seq = crate::compute_seq_hashes(&local);
-        let run = Run::make(&local, &seq);
-        let head_node = Node::run_head(SequenceHash(0), run, 0, OWNER, EXPIRY);
-        let head: Arc<Shard> = Arc::new(RwLock::new(Some(head_node)));
-        let at_cut: Arc<Shard> = Arc::new(RwLock::new(None));
-        let tail: Arc<Shard> = Arc::new(RwLock::new(Some(Node::run_tail(
-            seq[0],
-            run,
-            LEN as u32 - 1,
-        ))));
-
+        let shards = Arc::new(run_shards(OWNER, EXPIRY));
         let joiner = {
-            let (head, at_cut) = (Arc::clone(&head), Arc::clone(&at_cut));
+            let shards = Arc::clone(&shards);
             thread::spawn(move || {
                 let guard = crossbeam_epoch::pin();
                 let joined = loop {
-                    if let Some(len) = join(&head, &guard) {
+                    if let Some(len) = join(&shards.head, &guard) {
                         break len;
                     }
                 };
                 if joined == CUT {
                     // The first piece: on to the second's head, in place before the first.
-                    while join(&at_cut, &guard).is_none() {}
+                    while join(&shards.at_cut, &guard).is_none() {}
                 }
             })
         };
         let cutter = {
-            let (head, at_cut, tail) = (Arc::clone(&head), Arc::clone(&at_cut), Arc::clone(&tail));
-            thread::spawn(move || {
-                let guard = crossbeam_epoch::pin();
-                // SAFETY: the run is owned by the head, which only this thread replaces.
-                let r = unsafe { run_at(run, &guard) };
-                let copied: Vec<(u32, Claim)> = {
-                    let node = head.write().unwrap();
-                    r.freeze();
-                    let n = node.as_ref().unwrap();
-                    n.holders(&guard)
-                        .iter()
-                        .map(|h| (h.slot(), h.claim()))
-                        .collect()
-                };
-                let (a, b) = (r.part(0..CUT), r.part(CUT..LEN));
-                let block = |i: usize, parent| {
-                    let local = LocalBlockHash(r.locals()[i]);
-                    Node::held_by(parent, local, i as u32, &copied, &guard)
-                };
-                let first = block(0, SequenceHash(0)).into_head(a);
-                let second = block(CUT, SequenceHash(r.seqs()[CUT - 1])).into_head(b);
-                let marker = Node::run_tail(SequenceHash(r.seqs()[CUT]), b, LEN as u32 - 1);
-                *at_cut.write().unwrap() = Some(second);
-                *tail.write().unwrap() = Some(marker);
-                *head.write().unwrap() = Some(first);
-                for piece in [a, b] {
-                    // SAFETY: placed at its head above; freed only once that head goes.
-                    unsafe { run_at(piece, &guard) }.thaw();
-                }
-            })
+            let shards = Arc::clone(&shards);
+            thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
         };
         joiner.join().unwrap();
         cutter.join().unwrap();
         let guard = crossbeam_epoch::pin();
-        for shard in [&head, &at_cut] {
+        for shard in [&shards.head, &shards.at_cut] {
             assert_eq!(
                 holders(shard, &guard),
                 [OWNER, JOINER],

@@ -18,6 +18,7 @@ mod handover;
 mod join_vs_cut;
 mod record_vs_sweep;
 mod remove_vs_record;
+mod run_cut;
 mod split_vs_refresh;
 mod uncount_vs_recycle;
 mod watch;

@@ -1,0 +1,91 @@
+//! What the models of cuts share (`find_vs_cut`, `join_vs_cut`): a worker's run of four
+//! blocks in the shards of its head, of the block where a cut after two puts the second
+//! piece's head, and of its tail marker; and the cut itself, as `Tree::cut` does it.
+
+use loom::sync::{Arc, RwLock};
+
+use super::node::Node;
+use super::{Claim, Shard};
+use crate::slot::Slot;
+use crate::tree::run::{run_at, Run};
+use crate::{LocalBlockHash, SequenceHash};
+
+/// Blocks of the run, and where the cut falls.
+pub(super) const LEN: usize = 4;
+pub(super) const CUT: usize = 2;
+
+/// A run in its shards (see the module docs).
+pub(super) struct RunShards {
+    /// The run's blocks' sequence hashes.
+    pub(super) seq: Vec<SequenceHash>,
+    /// The run (`Run::make`).
+    pub(super) run: usize,
+    pub(super) head: Arc<Shard>,
+    pub(super) at_cut: Arc<Shard>,
+    pub(super) tail: Arc<Shard>,
+}
+
+/// A run of [`LEN`] blocks held by `slot` until `expiry`, at its head and tail, and nothing
+/// yet at block [`CUT`].
+pub(super) fn run_shards(slot: Slot, expiry: u64) -> RunShards {
+    let local: Vec<LocalBlockHash> = (1..=LEN as u64).map(LocalBlockHash).collect();
+    let seq = crate::compute_seq_hashes(&local);
+    let run = Run::make(&local, &seq);
+    let head = Node::run_head(SequenceHash(0), run, 0, slot, expiry);
+    let tail = Node::run_tail(seq[0], run, LEN as u32 - 1);
+    RunShards {
+        seq,
+        run,
+        head: Arc::new(RwLock::new(Some(head))),
+        at_cut: Arc::new(RwLock::new(None)),
+        tail: Arc::new(RwLock::new(Some(tail))),
+    }
+}
+
+/// `Tree::cut` of the run after [`CUT`] blocks: under the head's write lock, freeze the run
+/// and copy its holders; place the second piece's head at block `CUT`, make the tail marker
+/// the second piece's, and last replace the head with the first piece's (first, with
+/// `--cfg loom_break="cut_head_first"`); thaw the pieces. Only the calling thread replaces
+/// the head.
+pub(super) fn cut(shards: &RunShards, guard: &crossbeam_epoch::Guard) {
+    let RunShards {
+        run,
+        head,
+        at_cut,
+        tail,
+        ..
+    } = shards;
+    // SAFETY: the run is owned by the head, which only this thread replaces.
+    let r = unsafe { run_at(*run, guard) };
+    let copied: Vec<(u32, Claim)> = {
+        let node = head.write().unwrap();
+        r.freeze();
+        let n = node.as_ref().expect("the head");
+        n.holders(guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect()
+    };
+    let (a, b) = (r.part(0..CUT), r.part(CUT..LEN));
+    let block = |i: usize, parent| {
+        let local = LocalBlockHash(r.locals()[i]);
+        Node::held_by(parent, local, i as u32, &copied, guard)
+    };
+    let first = block(0, SequenceHash(0)).into_head(a);
+    let second = block(CUT, SequenceHash(r.seqs()[CUT - 1])).into_head(b);
+    let marker = Node::run_tail(SequenceHash(r.seqs()[CUT]), b, LEN as u32 - 1);
+    if cfg!(loom_break = "cut_head_first") {
+        // Broken: the head names the first piece before the second is in.
+        *head.write().unwrap() = Some(first);
+        *at_cut.write().unwrap() = Some(second);
+        *tail.write().unwrap() = Some(marker);
+    } else {
+        *at_cut.write().unwrap() = Some(second);
+        *tail.write().unwrap() = Some(marker);
+        *head.write().unwrap() = Some(first);
+    }
+    for piece in [a, b] {
+        // SAFETY: placed at its head above; freed only once that head goes.
+        unsafe { run_at(piece, guard) }.thaw();
+    }
+}
