@@ -5,9 +5,12 @@
 //!    (block size 16) as a router does: hash the tokens, find, pick the best-scoring
 //!    worker of 8, record (sharing on, so each decision is also queued). Then one thread
 //!    decodes and applies those decisions (their encodings) to a fresh index, as a
-//!    replica's subscriber does. Each is timed 7 times; the medians and their ratio are
-//!    printed (target: apply >= 8x the router thread's decision rate), and the apply's
-//!    parts per decision: decoding, chaining the sequence hashes, applying.
+//!    replica's subscriber does: in batches of [`BATCH`] (one `XREAD`'s worth) through
+//!    `apply_decisions`. Each is timed 7 times; the medians and their ratio are printed
+//!    (target: apply >= 8x the router thread's decision rate), and the apply's parts per
+//!    decision: decoding, chaining the sequence hashes one prompt at a time, applying
+//!    decoded decisions one at a time (`apply_decision`, which chains each) and in batches
+//!    (`apply_decisions`, which chains four at a time).
 //! 2. **End-to-end lag through Redis** (with `--features redis` and `redis-server` on the
 //!    PATH): 8 replicas, each an index with its own `RedisSync`, on a private server on a
 //!    loopback port; each records its share of the trace at a paced rate
@@ -24,6 +27,9 @@ use approx_kv_index::replication::Decision;
 use approx_kv_index::ApproxKvIndexer;
 
 const RUNS: usize = 7;
+/// Decisions applied together, as the Redis subscriber applies one `XREAD` (its default
+/// `COUNT`).
+const BATCH: usize = 512;
 const WORKERS: u64 = 8;
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -61,17 +67,20 @@ fn route(prompts: &[Vec<u32>]) -> (f64, Vec<Vec<u8>>) {
 fn apply(decisions: &[Vec<u8>]) -> f64 {
     let index = index(1);
     let start = Instant::now();
-    for bytes in decisions {
-        let decision = Decision::decode(bytes).expect("valid");
-        index.apply_decision(&decision);
+    for batch in decisions.chunks(BATCH) {
+        let decoded: Vec<Decision> = batch
+            .iter()
+            .map(|bytes| Decision::decode(bytes).expect("valid"))
+            .collect();
+        index.apply_decisions(&decoded);
     }
     decisions.len() as f64 / start.elapsed().as_secs_f64()
 }
 
-/// The same apply in its parts, on a fresh index: mean microseconds per decision to decode
-/// every decision, to chain their blocks' sequence hashes (which `apply_decision` does),
-/// and to apply the decoded decisions.
-fn apply_parts(decisions: &[Vec<u8>]) -> [f64; 3] {
+/// The same apply in its parts: mean microseconds per decision to decode every decision,
+/// to chain their blocks' sequence hashes one prompt at a time, and to apply the decoded
+/// decisions to a fresh index one at a time and in batches.
+fn apply_parts(decisions: &[Vec<u8>]) -> [f64; 4] {
     let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / decisions.len() as f64;
     let start = Instant::now();
     let decoded: Vec<Decision> = decisions
@@ -86,12 +95,18 @@ fn apply_parts(decisions: &[Vec<u8>]) -> [f64; 3] {
         }
     }
     let chain = per(start.elapsed());
-    let index = index(1);
+    let singly = index(1);
     let start = Instant::now();
     for d in &decoded {
-        index.apply_decision(d);
+        singly.apply_decision(d);
     }
-    [decode, chain, per(start.elapsed())]
+    let one_by_one = per(start.elapsed());
+    let batched = index(1);
+    let start = Instant::now();
+    for batch in decoded.chunks(BATCH) {
+        batched.apply_decisions(batch);
+    }
+    [decode, chain, one_by_one, per(start.elapsed())]
 }
 
 /// The shared decisions of one routing pass (their encodings).
@@ -107,22 +122,23 @@ fn main() {
         routed.push(rate);
         applied.push(apply(&decisions));
     }
-    let parts: Vec<[f64; 3]> = (0..RUNS)
+    let parts: Vec<[f64; 4]> = (0..RUNS)
         .map(|_| apply_parts(&routed_bytes(&prompts)))
         .collect();
     let part = |k: usize| median(parts.iter().map(|p| p[k]).collect());
     let (r, a) = (median(routed), median(applied));
     println!("router thread (hash, find, choose, record + queue): {r:>9.0} decisions/s (median of {RUNS})");
-    println!("apply (decode + apply_decision), one thread:        {a:>9.0} decisions/s (median of {RUNS})");
+    println!("apply (decode + apply_decisions), one thread:       {a:>9.0} decisions/s (median of {RUNS})");
     println!("apply / router thread: {:.1}x (target >= 8x)", a / r);
     println!(
         "per decision, us (median of {RUNS}): router thread {:.2}; decode {:.2}; chaining \
-         the blocks' sequence hashes {:.2}; apply_decision of a decoded one (which chains \
-         them) {:.2}",
+         the blocks' sequence hashes one prompt at a time {:.2}; applying decoded ones \
+         (chaining included) one by one {:.2}, in batches of {BATCH} {:.2}",
         1e6 / r,
         part(0),
         part(1),
-        part(2)
+        part(2),
+        part(3)
     );
     #[cfg(feature = "redis")]
     redis_lag::run(&prompts);

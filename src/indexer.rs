@@ -9,7 +9,7 @@ use crate::engine::Engine;
 use crate::error::{ConfigError, RecordError};
 use crate::events::RouterEvent;
 use crate::expiry::sweeper::Sweeper;
-use crate::hash::{compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt};
+use crate::hash::HashSalt;
 use crate::scores::{OverlapScores, ScoreVisitor};
 use crate::sharing::{Action, Replication};
 use crate::stats::IndexStats;
@@ -168,8 +168,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         worker: W,
         salt: HashSalt,
     ) {
-        let local = compute_block_hash_for_seq_salted(tokens, self.inner.block_size, salt);
-        let seq = compute_seq_hashes(&local);
+        let (mut local, mut seq) = (Vec::new(), Vec::new());
+        crate::hash::prompt_hashes_into(tokens, self.inner.block_size, salt, &mut local, &mut seq);
         self.record(worker, &local, &seq);
     }
 
@@ -187,7 +187,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
 
     /// Records a decision from precomputed hashes (as
     /// [`compute_block_hash_for_seq`](crate::compute_block_hash_for_seq) and
-    /// [`compute_seq_hashes`] make them). Slices of different lengths are an error and
+    /// [`compute_seq_hashes`](crate::compute_seq_hashes) make them). Slices of different lengths are an error and
     /// store nothing. The blocks are placed by the chain of `local` (what finds look up,
     /// as Dynamo's radix tree walks local hashes): where `seq` is not that chain (hashes
     /// from another scheme, or wrong), the decision is recorded as if it were, so it is
@@ -335,26 +335,28 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         salt: HashSalt,
         out: &mut OverlapScores<W>,
     ) {
+        /// A prompt's hashes: its blocks' tokens hashes, and their chain.
+        type PromptHashes = (Vec<LocalBlockHash>, Vec<SequenceHash>);
         thread_local! {
-            static LOCAL: std::cell::RefCell<Vec<LocalBlockHash>> = const {
-                std::cell::RefCell::new(Vec::new())
+            static HASHES: std::cell::RefCell<PromptHashes> = const {
+                std::cell::RefCell::new((Vec::new(), Vec::new()))
             };
         }
         let block_size = self.inner.block_size;
-        let mut find = |local: &mut Vec<LocalBlockHash>| {
-            crate::hash::block_hashes_into(tokens, block_size, salt, local);
-            self.inner.find_into(Query::Local(local), out);
+        let mut find = |(local, seq): &mut PromptHashes| {
+            crate::hash::prompt_hashes_into(tokens, block_size, salt, local, seq);
+            self.inner.find_into(Query::Seq(seq), out);
         };
-        let reused = LOCAL
+        let reused = HASHES
             .try_with(|cell| {
                 cell.try_borrow_mut()
-                    .map(|mut local| find(&mut local))
+                    .map(|mut hashes| find(&mut hashes))
                     .is_ok()
             })
             .unwrap_or(false);
         if !reused {
-            // This thread's buffer is in use or gone (the thread is being torn down).
-            find(&mut Vec::new());
+            // This thread's buffers are in use or gone (the thread is being torn down).
+            find(&mut (Vec::new(), Vec::new()));
         }
     }
 

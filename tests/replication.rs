@@ -319,3 +319,59 @@ fn a_replica_restarted_with_its_id_gets_its_old_decisions_back() {
     let s = after.replication_stats();
     assert_eq!(s.applied, 1); // the old decision; its own new one is skipped
 }
+
+/// Decisions from a few origins (one of them the receiver's own id), about a few workers,
+/// over prompts that share prefixes, dated from far in the past to the future.
+fn arb_decision_stream() -> impl Strategy<Value = Vec<Decision>> {
+    let action = prop_oneof![
+        6 => (0..4u64, 0..2u32, prop::collection::vec(0..3u64, 0..12)).prop_map(|(w, r, b)| {
+            Action::Route {
+                worker_id: w,
+                dp_rank: r,
+                blocks: b.into_iter().map(LocalBlockHash).collect(),
+            }
+        }),
+        1 => (0..4u64).prop_map(|w| Action::RemoveWorker { worker_id: w }),
+        1 => (0..4u64, 0..2u32).prop_map(|(w, r)| Action::RemoveKey { worker_id: w, dp_rank: r }),
+    ];
+    let decision =
+        (0..3u64, 0..30u64, 0..30u64, action).prop_map(|(origin, seq, secs, action)| Decision {
+            origin,
+            seq,
+            decided_at: EPOCH + Duration::from_secs(5) - Duration::from_secs(secs / 2),
+            action,
+        });
+    prop::collection::vec(decision, 0..60)
+}
+
+proptest! {
+    /// `apply_decisions` is `apply_decision` of each, in order: same outcomes, same index.
+    #[test]
+    fn a_batch_applies_as_its_decisions_one_by_one(
+        stream in arb_decision_stream(),
+        cuts in prop::collection::vec(0..70usize, 0..6),
+    ) {
+        let (c1, c2) = (clock(), clock());
+        let (one_by_one, batched) = (replica(2, &c1), replica(2, &c2));
+        let expected: Vec<Applied> = stream.iter().map(|d| one_by_one.apply_decision(d)).collect();
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(stream.len())).collect();
+        cuts.push(stream.len());
+        cuts.sort_unstable();
+        let (mut outcomes, mut from) = (Vec::new(), 0);
+        for to in cuts {
+            outcomes.extend(batched.apply_decisions(&stream[from..to]));
+            from = to;
+        }
+        prop_assert_eq!(outcomes, expected);
+        prop_assert_eq!(batched.snapshot(), one_by_one.snapshot());
+        // Heap estimates differ with each index's random hash keys (its maps' layout).
+        let counts = |i: &ApproxKvIndexer| {
+            let mut stats = i.stats();
+            stats.estimated_bytes = 0;
+            stats
+        };
+        prop_assert_eq!(counts(&batched), counts(&one_by_one));
+        let (a, b) = (batched.replication_stats(), one_by_one.replication_stats());
+        prop_assert_eq!((a.applied, a.duplicates, a.expired, a.gaps), (b.applied, b.duplicates, b.expired, b.gaps));
+    }
+}

@@ -3,8 +3,8 @@
 
 use super::{Action, Applied, Decision, Outbox, ReplicationStats};
 use crate::clock::nanos;
-use crate::hash::compute_seq_hashes;
-use crate::{ApproxKvIndexer, WorkerKey};
+use crate::hash::{chain_each_into, compute_seq_hashes};
+use crate::{ApproxKvIndexer, LocalBlockHash, SequenceHash, WorkerKey};
 
 impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// Applies another replica's [`Decision`] as if this index had taken it when it was
@@ -44,6 +44,51 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn apply_decision(&self, decision: &Decision) -> Applied {
+        self.apply_chained(decision, None)
+    }
+
+    /// Applies decisions in their order, each as [`apply_decision`](Self::apply_decision)
+    /// does, and returns each one's outcome. Faster per decision than one call each: the
+    /// sequence hashes of their routes are chained four at a time (a chain is serial,
+    /// chains of different prompts are not), and chaining is most of an apply's work.
+    /// Transports that read decisions in batches apply them this way.
+    ///
+    /// ```
+    /// use approx_kv_index::*;
+    /// use approx_kv_index::replication::{Action, Applied, Decision};
+    /// let index = ApproxKvIndexer::builder().block_size(1).build()?;
+    /// let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    /// let route = |seq: u64, worker_id: u64| Decision {
+    ///     origin: 5,
+    ///     seq,
+    ///     decided_at: now,
+    ///     action: Action::Route { worker_id, dp_rank: 0, blocks: vec![LocalBlockHash(9)] },
+    /// };
+    /// let outcomes = index.apply_decisions(&[route(1, 2), route(2, 3), route(2, 4)]);
+    /// assert_eq!(outcomes, [Applied::Applied, Applied::Applied, Applied::Duplicate]);
+    /// assert_eq!(index.find_matches(&[LocalBlockHash(9)]).scores.len(), 2);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn apply_decisions(&self, decisions: &[Decision]) -> Vec<Applied> {
+        // A few at a time, so that their chains are still in cache when recorded.
+        const GROUP: usize = 16;
+        let mut chains = Vec::with_capacity(GROUP);
+        let mut outcomes = Vec::with_capacity(decisions.len());
+        for group in decisions.chunks(GROUP) {
+            let blocks: Vec<&[LocalBlockHash]> = group.iter().map(route_blocks).collect();
+            chain_each_into(&blocks, &mut chains);
+            outcomes.extend(
+                group
+                    .iter()
+                    .zip(&chains)
+                    .map(|(decision, chain)| self.apply_chained(decision, Some(chain))),
+            );
+        }
+        outcomes
+    }
+
+    /// Applies one decision; `chained`: its route's sequence hashes, if already chained.
+    fn apply_chained(&self, decision: &Decision, chained: Option<&[SequenceHash]>) -> Applied {
         self.replication
             .apply(decision, |action, age| match action {
                 Action::Route {
@@ -52,8 +97,15 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
                     blocks,
                 } => {
                     let key = W::from_parts(*worker_id, *dp_rank);
-                    let seq = compute_seq_hashes(blocks);
-                    if self.inner.record_dated(key, blocks, &seq, nanos(age)) {
+                    let chain;
+                    let seq = match chained {
+                        Some(seq) => seq,
+                        None => {
+                            chain = compute_seq_hashes(blocks);
+                            &chain
+                        }
+                    };
+                    if self.inner.record_dated(key, blocks, seq, nanos(age)) {
                         Applied::Applied
                     } else {
                         Applied::Expired
@@ -92,5 +144,13 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// ```
     pub fn replication_stats(&self) -> ReplicationStats {
         self.replication.stats()
+    }
+}
+
+/// A route's blocks; none for a removal.
+fn route_blocks(decision: &Decision) -> &[LocalBlockHash] {
+    match &decision.action {
+        Action::Route { blocks, .. } => blocks,
+        Action::RemoveWorker { .. } | Action::RemoveKey { .. } => &[],
     }
 }

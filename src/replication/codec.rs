@@ -128,7 +128,10 @@ impl Decision {
             (0, _) => Action::Route {
                 worker_id,
                 dp_rank: rank,
-                blocks: (0..count).map(|_| LocalBlockHash(r.u64())).collect(),
+                blocks: body[HEADER..]
+                    .chunks_exact(8)
+                    .map(|b| LocalBlockHash(u64::from_le_bytes(b.try_into().unwrap_or_default())))
+                    .collect(),
             },
             (1, 0) => Action::RemoveWorker { worker_id },
             (2, 0) => Action::RemoveKey {

@@ -6,8 +6,8 @@
 //!   trimming it to the [`Retention`]: by time to the TTL window (`MINID ~`), or by length
 //!   in capacity-only mode (`MAXLEN ~`).
 //! - The **subscriber** first reads the whole retained window (a replica that joins late
-//!   starts warm), then tails the stream with blocking `XREAD`s, applying each decision
-//!   with [`ApproxKvIndexer::apply_decision`]. After a lost connection it reconnects with
+//!   starts warm), then tails the stream with blocking `XREAD`s, applying the decisions
+//!   of each read, in order, with [`ApproxKvIndexer::apply_decisions`]. After a lost connection it reconnects with
 //!   exponential backoff and resumes after the last entry it read; decisions trimmed away
 //!   meanwhile show as [`gaps`](RedisSyncStats::gaps).
 //!

@@ -1,5 +1,5 @@
 //! The subscriber thread: replays the stream's retained window, then tails it with
-//! blocking `XREAD`s, applying every decision to the index. After a lost connection it
+//! blocking `XREAD`s, applying the decisions of each read to the index as one batch. After a lost connection it
 //! resumes from the last entry it read.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -49,6 +49,7 @@ pub(super) fn run<W: WorkerKey>(
         let Some(entries) = stream_entries(reply) else {
             continue; // timed out with nothing new (or a reply of no known shape)
         };
+        let mut decisions = Vec::with_capacity(entries.len());
         for entry in entries {
             let Some((id, payload)) = entry_parts(entry) else {
                 counters.rejected.fetch_add(1, Relaxed);
@@ -58,14 +59,14 @@ pub(super) fn run<W: WorkerKey>(
                 last_id = id;
             }
             match payload.map(|p| Decision::decode(&p)) {
-                Some(Ok(decision)) => {
-                    index.apply_decision(&decision);
-                }
+                Some(Ok(decision)) => decisions.push(decision),
                 _ => {
                     counters.rejected.fetch_add(1, Relaxed);
                 }
             }
         }
+        // One batch: their chains are hashed together.
+        index.apply_decisions(&decisions);
     }
 }
 

@@ -8,6 +8,12 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+mod blocks;
+mod lanes;
+
+pub(crate) use blocks::{block_hashes_into, prompt_hashes_into};
+pub(crate) use lanes::chain_each_into;
+
 /// The seed Dynamo uses for every block and sequence hash.
 pub const XXH3_SEED: u64 = 1337;
 
@@ -96,26 +102,6 @@ pub fn compute_block_hash_for_seq_salted(
     out
 }
 
-/// As [`compute_block_hash_for_seq_salted`], into `out` (cleared first; no allocation once
-/// it has room, on little-endian targets).
-pub(crate) fn block_hashes_into(
-    tokens: &[u32],
-    block_size: u32,
-    salt: HashSalt,
-    out: &mut Vec<LocalBlockHash>,
-) {
-    out.clear();
-    if block_size == 0 {
-        return;
-    }
-    let mut scratch = Vec::new();
-    out.extend(
-        tokens
-            .chunks_exact(block_size as usize)
-            .map(|block| LocalBlockHash(hash_tokens(block, salt.seed, &mut scratch))),
-    );
-}
-
 /// Chains local block hashes into sequence hashes.
 ///
 /// ```
@@ -168,29 +154,6 @@ impl SeqChain {
         };
         self.prev = Some(seq);
         seq
-    }
-}
-
-/// xxh3 over the little-endian bytes of `tokens`.
-#[inline]
-fn hash_tokens(tokens: &[u32], seed: u64, scratch: &mut Vec<u8>) -> u64 {
-    #[cfg(target_endian = "little")]
-    {
-        let _ = scratch;
-        // SAFETY: `u32` has no padding and every byte pattern is a valid `u8`; the byte
-        // slice covers exactly the memory of `tokens` (len * 4 bytes, alignment 1 <= 4) and
-        // lives no longer than the borrow of `tokens`. On a little-endian target these are
-        // the little-endian bytes of the tokens.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(tokens.as_ptr().cast::<u8>(), std::mem::size_of_val(tokens))
-        };
-        xxh3_64_with_seed(bytes, seed)
-    }
-    #[cfg(not(target_endian = "little"))]
-    {
-        scratch.clear();
-        scratch.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
-        xxh3_64_with_seed(scratch, seed)
     }
 }
 
