@@ -125,10 +125,16 @@ fn le_bytes<'a>(tokens: &'a [u32], scratch: &'a mut Vec<u8>) -> &'a [u8] {
     }
     #[cfg(not(target_endian = "little"))]
     {
-        scratch.clear();
-        scratch.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
-        scratch
+        le_bytes_copied(tokens, scratch)
     }
+}
+
+/// The little-endian bytes of `tokens`, copied into `scratch` (big-endian targets).
+#[cfg_attr(target_endian = "little", allow(dead_code))]
+fn le_bytes_copied<'a>(tokens: &[u32], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    scratch.clear();
+    scratch.extend(tokens.iter().flat_map(|t| t.to_le_bytes()));
+    scratch
 }
 
 #[cfg(test)]
@@ -165,6 +171,15 @@ mod tests {
                 assert_eq!(local, expected, "block size {block_size}, {salt:?}");
             }
         }
+    }
+
+    #[test]
+    fn tokens_are_read_as_little_endian_bytes_either_way() {
+        let tokens = [0x0403_0201u32, 0xdead_beef, 0];
+        let mut scratch = vec![9; 40];
+        let copied = le_bytes_copied(&tokens, &mut scratch).to_vec();
+        assert_eq!(copied[..4], [1, 2, 3, 4]);
+        assert_eq!(le_bytes(&tokens, &mut Vec::new()), copied);
     }
 
     #[test]
