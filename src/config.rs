@@ -197,7 +197,8 @@ impl Builder {
     /// is also queued, without waiting, as a [`Decision`](crate::replication::Decision) in
     /// an [`Outbox`](crate::replication::Outbox) of `capacity` decisions, for a transport
     /// to publish. When the outbox is full the decision is dropped (and counted); the
-    /// local index has it all the same.
+    /// local index has it all the same. Its memory follows what is queued: nothing is
+    /// allocated up front, so any capacity is valid (0 counts as 1).
     ///
     /// ```
     /// use approx_kv_index::ApproxKvIndexer;

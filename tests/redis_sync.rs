@@ -62,6 +62,32 @@ fn three_replicas_see_each_others_decisions() {
 }
 
 #[test]
+fn any_batch_size_works() {
+    let Some(server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let start = |id: u64, batch: usize| {
+        let mut config = RedisConfig::new(server.url()).stream("batches");
+        config.batch = batch;
+        RedisSync::start(sharing_index(id), config).unwrap()
+    };
+    let (one, huge) = (start(1, 1), start(2, usize::MAX));
+    for n in 0..50 {
+        one.index()
+            .process_routing_decision_for_request(&prompt(1, n), 1);
+        huge.index()
+            .process_routing_decision_for_request(&prompt(2, n), 2);
+    }
+    for (r, other) in [(&one, 2), (&huge, 1)] {
+        assert!(
+            eventually(|| (0..50).all(|n| holds(r, other, n)) && r.stats().applied == 50),
+            "{:?}",
+            r.stats()
+        );
+    }
+}
+
+#[test]
 fn a_late_joiner_reads_the_retained_window() {
     let Some(server) = RedisServer::start(&[]) else {
         return;

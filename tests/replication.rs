@@ -242,6 +242,22 @@ fn a_full_outbox_drops_and_counts_but_records_locally() {
 }
 
 #[test]
+fn any_outbox_capacity_builds_and_allocates_only_what_is_queued() {
+    for capacity in [0, 1, usize::MAX] {
+        let index = ApproxKvIndexer::builder()
+            .share_decisions(capacity)
+            .build()
+            .unwrap();
+        index.process_routing_decision_for_request(&[1; 64], 1);
+        index.process_routing_decision_for_request(&[2; 64], 1);
+        let outbox = index.outbox().unwrap();
+        assert_eq!(outbox.capacity(), capacity.max(1));
+        assert_eq!(outbox.len(), 2.min(capacity.max(1)));
+        assert_eq!(outbox.dropped(), if capacity == usize::MAX { 0 } else { 1 });
+    }
+}
+
+#[test]
 fn an_index_that_does_not_share_queues_nothing() {
     let index = ApproxKvIndexer::new(1, TTL).unwrap();
     index.process_routing_decision_for_request(&[1], 0);

@@ -1,10 +1,14 @@
 //! [`Outbox`]: the bounded queue between recording callers and a transport's publisher.
 //! Pushing never waits: when the queue is full the decision is dropped and counted.
+//!
+//! The queue is a `SegQueue` (segments allocated as decisions arrive, freed as they are
+//! taken) bounded by a count of places taken, so its memory follows what is queued: a
+//! large capacity costs nothing until it is used.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crossbeam_queue::ArrayQueue;
+use crossbeam_queue::SegQueue;
 
 use super::decision::Decision;
 
@@ -28,7 +32,10 @@ use super::decision::Decision;
 /// # Ok::<(), approx_kv_index::ConfigError>(())
 /// ```
 pub struct Outbox {
-    queue: ArrayQueue<Decision>,
+    queue: SegQueue<Decision>,
+    /// Places taken: decisions queued, or being queued, by pushers that found room.
+    taken: AtomicUsize,
+    capacity: usize,
     dropped: AtomicU64,
     /// A publisher is (about to be) waiting in `wait`.
     waiting: AtomicBool,
@@ -39,8 +46,8 @@ pub struct Outbox {
 impl std::fmt::Debug for Outbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Outbox")
-            .field("len", &self.queue.len())
-            .field("capacity", &self.queue.capacity())
+            .field("len", &self.len())
+            .field("capacity", &self.capacity)
             .field("dropped", &self.dropped())
             .finish_non_exhaustive()
     }
@@ -50,7 +57,9 @@ impl Outbox {
     /// An outbox holding at most `capacity` decisions (at least one).
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            queue: ArrayQueue::new(capacity.max(1)),
+            queue: SegQueue::new(),
+            taken: AtomicUsize::new(0),
+            capacity: capacity.max(1),
             dropped: AtomicU64::new(0),
             waiting: AtomicBool::new(false),
             lock: parking_lot::Mutex::new(()),
@@ -60,10 +69,13 @@ impl Outbox {
 
     /// Queues a decision, or drops and counts it when full; wakes a waiting publisher.
     pub(crate) fn push(&self, decision: Decision) {
-        if self.queue.push(decision).is_err() {
+        // A place first: at most `capacity` decisions are ever queued at once.
+        if self.taken.fetch_add(1, Ordering::Relaxed) >= self.capacity {
+            self.taken.fetch_sub(1, Ordering::Relaxed);
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        self.queue.push(decision);
         // Pairs with the fence in `wait`: either the publisher sees the decision before it
         // sleeps, or this sees it waiting and wakes it.
         fence(Ordering::SeqCst);
@@ -75,7 +87,10 @@ impl Outbox {
 
     /// The oldest queued decision, if any.
     pub fn pop(&self) -> Option<Decision> {
-        self.queue.pop()
+        let decision = self.queue.pop()?;
+        // Its place is free again only now that it is out.
+        self.taken.fetch_sub(1, Ordering::Relaxed);
+        Some(decision)
     }
 
     /// Waits until a decision is queued or `timeout` passes; returns whether one is
@@ -98,6 +113,11 @@ impl Outbox {
     /// Decisions queued now.
     pub fn len(&self) -> usize {
         self.queue.len()
+    }
+
+    /// The most decisions it holds at once.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Whether no decision is queued.
@@ -123,6 +143,31 @@ mod tests {
             decided_at: Duration::ZERO,
             action: Action::RemoveWorker { worker_id: 0 },
         }
+    }
+
+    #[test]
+    fn it_holds_capacity_decisions_whatever_the_threads_and_frees_places_as_they_are_taken() {
+        let outbox = Outbox::new(100);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| (0..1_000).for_each(|_| outbox.push(removal())));
+            }
+        });
+        assert_eq!((outbox.len(), outbox.dropped()), (100, 3_900));
+        assert!(outbox.pop().is_some());
+        outbox.push(removal());
+        outbox.push(removal());
+        assert_eq!((outbox.len(), outbox.dropped()), (100, 3_901));
+        assert_eq!(std::iter::from_fn(|| outbox.pop()).count(), 100);
+    }
+
+    #[test]
+    fn a_huge_capacity_allocates_nothing_up_front() {
+        let outbox = Outbox::new(usize::MAX);
+        assert_eq!(outbox.capacity(), usize::MAX);
+        outbox.push(removal());
+        assert_eq!(outbox.len(), 1);
+        assert_eq!(Outbox::new(0).capacity(), 1);
     }
 
     #[test]

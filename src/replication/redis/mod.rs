@@ -95,7 +95,8 @@ pub struct RedisConfig {
     /// How much of the stream to keep; `None` (the default): the index's TTL, or 1,000,000
     /// entries when its TTL means never.
     pub retention: Option<Retention>,
-    /// Most decisions per pipelined `XADD` batch and per `XREAD`. Default 512.
+    /// Most decisions per pipelined `XADD` batch and per `XREAD` (any size from 1; Redis
+    /// reads at most 2^63 - 1 entries at once). Default 512.
     pub batch: usize,
     /// How long one `XREAD` blocks waiting for entries (a stop waits at most about this
     /// long for the subscriber). Default 100 ms.

@@ -24,7 +24,8 @@ pub(super) fn run<W: WorkerKey>(
     };
     // Encoded decisions taken from the outbox and not yet on the stream: kept across a
     // failure (at most one batch), so a reconnect publishes them.
-    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(config.batch);
+    // (Room for a default batch up front: `config.batch` may be any size.)
+    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(config.batch.min(512));
     while !stop.is_stopped() {
         while batch.len() < config.batch {
             match outbox.pop() {
