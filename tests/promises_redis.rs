@@ -77,6 +77,10 @@ fn start_rejects_a_zero_batch_and_a_url_the_redis_crate_does_not_take() {
     let err = RedisSync::start(sharing_index(1), zero).unwrap_err();
     assert!(matches!(err, RedisSyncError::Config(_)), "{err:?}");
     assert!(err.to_string().contains("batch"), "{err}");
+    let mut instant = RedisConfig::new("redis://127.0.0.1:6379");
+    instant.connect_timeout = Duration::ZERO;
+    let err = RedisSync::start(sharing_index(1), instant).unwrap_err();
+    assert!(err.to_string().contains("connect_timeout"), "{err}");
     for url in ["not a url", "http://127.0.0.1:6379"] {
         let err = RedisSync::start(sharing_index(1), RedisConfig::new(url)).unwrap_err();
         assert!(matches!(err, RedisSyncError::Url(_)), "{url}: {err:?}");

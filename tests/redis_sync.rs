@@ -88,6 +88,43 @@ fn any_batch_size_works() {
 }
 
 #[test]
+fn the_longest_durations_neither_panic_nor_stall() {
+    let Some(server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let start = |id: u64| {
+        let mut config = RedisConfig::new(server.url()).stream("durations");
+        config.read_block = Duration::MAX;
+        config.connect_timeout = Duration::MAX;
+        config.backoff_min = Duration::MAX;
+        config.backoff_max = Duration::MAX;
+        config.retention = Some(Retention::Window(Duration::MAX));
+        RedisSync::start(sharing_index(id), config).unwrap()
+    };
+    let (a, b) = (start(1), start(2));
+    for n in 0..20 {
+        a.index()
+            .process_routing_decision_for_request(&prompt(1, n), 1);
+        b.index()
+            .process_routing_decision_for_request(&prompt(2, n), 2);
+    }
+    for (r, other) in [(&a, 2), (&b, 1)] {
+        assert!(
+            eventually(|| (0..20).all(|n| holds(r, other, n)) && r.stats().applied == 20),
+            "{:?}",
+            r.stats()
+        );
+    }
+    // A blocked XREAD ends when its server goes; the threads then pause "forever" after
+    // the failure, until the stop wakes them: shutdown joins them.
+    drop(server);
+    let started = Instant::now();
+    a.shutdown();
+    b.shutdown();
+    assert!(started.elapsed() < DEADLINE, "{:?}", started.elapsed());
+}
+
+#[test]
 fn a_late_joiner_reads_the_retained_window() {
     let Some(server) = RedisServer::start(&[]) else {
         return;

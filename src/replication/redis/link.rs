@@ -100,7 +100,8 @@ impl Link {
         stop.pause(self.backoff);
         // At least 1 ms, so zero settings cannot spin on a dead server.
         let floor = Duration::from_millis(1);
-        self.backoff = (self.backoff * 2).clamp(floor, self.config.backoff_max.max(floor));
+        let doubled = self.backoff.saturating_mul(2);
+        self.backoff = doubled.clamp(floor, self.config.backoff_max.max(floor));
     }
 }
 

@@ -99,11 +99,13 @@ pub struct RedisConfig {
     /// reads at most 2^63 - 1 entries at once). Default 512.
     pub batch: usize,
     /// How long one `XREAD` blocks waiting for entries (a stop waits at most about this
-    /// long for the subscriber). Default 100 ms.
+    /// long for the subscriber); any duration (rounded to whole milliseconds, at least 1,
+    /// at most 2^62). Default 100 ms.
     pub read_block: Duration,
-    /// Timeout to connect, and to write a command. Default 1 s.
+    /// Timeout to connect, and to write a command; above zero. Default 1 s.
     pub connect_timeout: Duration,
-    /// First pause after a failure; it doubles with each failure in a row. Default 10 ms.
+    /// First pause after a failure; it doubles with each failure in a row (a stop ends
+    /// any pause at once). Default 10 ms.
     pub backoff_min: Duration,
     /// Longest pause between attempts. Default 1 s.
     pub backoff_max: Duration,
@@ -316,7 +318,7 @@ impl<W: WorkerKey> RedisSync<W> {
     /// [`Builder::share_decisions`](crate::Builder::share_decisions)) and applying the
     /// stream's. Connecting happens on the threads, so this succeeds while the server is
     /// down; they connect when it is up. Errors: a URL the `redis` crate does not take,
-    /// a zero `batch`, TLS settings that do not parse (`RedisSyncError::Tls`, feature
+    /// a zero `batch` or `connect_timeout`, TLS settings that do not parse (`RedisSyncError::Tls`, feature
     /// `redis-tls`).
     pub fn start(
         index: Arc<ApproxKvIndexer<W>>,
@@ -324,6 +326,10 @@ impl<W: WorkerKey> RedisSync<W> {
     ) -> Result<Self, RedisSyncError> {
         if config.batch == 0 {
             return Err(RedisSyncError::Config("batch must be at least 1"));
+        }
+        if config.connect_timeout.is_zero() {
+            // The socket refuses a zero timeout: the threads would never connect.
+            return Err(RedisSyncError::Config("connect_timeout must be above zero"));
         }
         let client = config.client()?;
         let ttl = index.inner.ttl_nanos;
@@ -340,7 +346,7 @@ impl<W: WorkerKey> RedisSync<W> {
             rejected: Arc::default(),
             reconnects: Arc::default(),
         };
-        let read_timeout = config.read_block + config.connect_timeout;
+        let read_timeout = config.read_block.saturating_add(config.connect_timeout);
         let link = |timeout| Link::new(client.clone(), &config, timeout, sync.reconnects.clone());
         let publisher = {
             let (index, config, link) = (

@@ -26,7 +26,8 @@ pub(super) fn run<W: WorkerKey>(
 ) {
     // "0-0": everything the stream retains, so a replica that joins late starts warm.
     let mut last_id = String::from("0-0");
-    let block_ms = config.read_block.as_millis().max(1).to_string();
+    // Redis refuses a BLOCK past its clock's range (2^63 - 1 ms in all).
+    let block_ms = config.read_block.as_millis().clamp(1, 1 << 62).to_string();
     // Redis takes a COUNT up to 2^63 - 1 (and refuses the command above).
     let count = config.batch.min(i64::MAX as usize).to_string();
     while !stop.is_stopped() {
