@@ -1,0 +1,249 @@
+//! Walks: a decision's timer (or an eviction) ending a slot's claims from a leaf towards
+//! the root, and the purge of dead slots' entries that no walk reaches.
+
+use crossbeam_epoch::Guard;
+use dashmap::mapref::entry::Entry;
+
+use super::claim::Claim;
+use super::node::{self, Kind, Outcome, Settle};
+use super::run;
+use super::runs::RunWalk;
+use super::{finish_removal, Tree};
+use crate::slot::Slot;
+use crate::SequenceHash;
+
+impl Tree {
+    /// Walks from `leaf` towards the root ending `slot`'s approximate claims that are at
+    /// or before `threshold`: an entry with no other claim is removed, one that is also
+    /// exact keeps only its exact claim (or goes whole, and an exact-only entry too, if the
+    /// slot is dead). Unlinks nodes left empty.
+    ///
+    /// Stops at the first block where the slot's approximate claim is later than
+    /// `threshold` or absent, where the slot holds no entry, or whose node is gone: see
+    /// `docs/design.md` ("One timer per decision") for why everything above is covered by
+    /// another pending walk. Also stops once `budget` entries are removed, returning the
+    /// block to resume from, and after the first block if `span` is [`Span::Block`].
+    ///
+    /// Calls `forget` just *before* each entry is removed, with the shard's write lock
+    /// held: the caller uncounts the entry there, so a slot's count never overstates the
+    /// entries it holds while a walk runs (a writer of the same slot computing its excess
+    /// over a cap would otherwise evict blocks it need not). A dead slot's count may then
+    /// reach zero a moment before its last entry goes; its recycling waits for this
+    /// thread's pin (`docs/design.md`, "Epoch protocol").
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn walk(
+        &self,
+        leaf: SequenceHash,
+        slot: Slot,
+        threshold: u64,
+        slot_alive: bool,
+        budget: usize,
+        span: Span,
+        mut forget: impl FnMut(),
+        guard: &Guard,
+    ) -> Walked {
+        let mut removed = 0;
+        let mut key = leaf.0;
+        loop {
+            if removed >= budget {
+                return Walked {
+                    removed,
+                    resume: Some(SequenceHash(key)),
+                };
+            }
+            let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
+                break;
+            };
+            match entry.get().kind() {
+                Kind::Block => {}
+                // A walk reaches a run through its tail (a decision's leaf, or the parent
+                // of a block or run below it).
+                Kind::Tail { head, run } => {
+                    drop(entry);
+                    let decide = |c| walk_decision(c, threshold, slot_alive);
+                    let whole = span == Span::Path;
+                    let at = (head, run, key);
+                    match self.walk_run(
+                        at,
+                        slot,
+                        decide,
+                        budget - removed,
+                        whole,
+                        &mut forget,
+                        guard,
+                    ) {
+                        RunWalk::Removed {
+                            removed: n,
+                            parent,
+                            depth,
+                        } => {
+                            removed += n;
+                            if depth == 0 {
+                                break;
+                            }
+                            key = parent.0;
+                        }
+                        RunWalk::Stop => break,
+                        RunWalk::Again => {}
+                    }
+                    continue;
+                }
+                // A head is never a walk's leaf or a block's parent; split it and look again.
+                Kind::Head(run) => {
+                    drop(entry);
+                    self.split(SequenceHash(key), run, guard);
+                    continue;
+                }
+            }
+            let (parent, depth) = (entry.get().parent, entry.get().depth());
+            let decide = |c| {
+                let settle = walk_decision(c, threshold, slot_alive);
+                if settle == Settle::Remove {
+                    forget();
+                }
+                settle
+            };
+            let outcome = self.reshape(entry.get_mut(), guard, |n| n.settle(slot, decide, guard));
+            if matches!(outcome, Outcome::Absent | Outcome::Kept) {
+                break;
+            }
+            removed += finish_removal(entry, outcome);
+            if depth == 0 || span == Span::Block {
+                break;
+            }
+            key = parent.0;
+        }
+        Walked {
+            removed,
+            resume: None,
+        }
+    }
+
+    /// Removes every entry of the given (dead) slots, node by node, one shard lock at a
+    /// time. O(nodes): used only for dead slots that no timer leads a walk to (exact
+    /// entries, or no timers at all). Returns the entries removed per slot, in `slots`
+    /// order.
+    pub(crate) fn purge(&self, slots: &[Slot], guard: &Guard) -> Vec<usize> {
+        let mut removed = vec![0; slots.len()];
+        // A run of such a slot split up by another thread's record during the pass over
+        // the map may have put blocks in shards already passed: pass again until a pass
+        // finds nothing (a run the first pass saw as a head, it removed or followed; the
+        // slots get no new entries, so the second pass usually finds none).
+        // (Bounded all the same, should a pass keep finding what it cannot remove.)
+        for _ in 0..16 {
+            if !self.purge_pass(slots, &mut removed, guard) {
+                break;
+            }
+        }
+        removed
+    }
+
+    /// One pass of [`purge`](Self::purge), adding to `removed`; whether it found anything.
+    fn purge_pass(&self, slots: &[Slot], removed: &mut [usize], guard: &Guard) -> bool {
+        // Each key with its run, if it is a run's head (the run, pinned, outlives a split).
+        let keys: Vec<(u64, Option<usize>)> = self
+            .nodes
+            .iter()
+            .filter(|n| n.holders(guard).iter().any(|h| slots.contains(&h.slot())))
+            .map(|n| match n.kind() {
+                Kind::Head(run) => (*n.key(), Some(run)),
+                _ => (*n.key(), None),
+            })
+            .collect();
+        if keys.is_empty() {
+            return false;
+        }
+        let mut blocks = Vec::new();
+        for (key, run) in keys {
+            let Some(run) = run else {
+                blocks.push(key);
+                continue;
+            };
+            // SAFETY: read from a head under the shard lock, with `guard` pinned since.
+            let r = unsafe { run::run_at(run, guard) };
+            // The purged slots among the run's holders.
+            let held: Option<Vec<usize>> = self.nodes.get(&key).and_then(|n| {
+                let here = n.kind() == Kind::Head(run);
+                here.then(|| {
+                    let holders = n.holders(guard);
+                    let purged = |(_, &slot): &(usize, &Slot)| node::find(&holders, slot).is_some();
+                    slots
+                        .iter()
+                        .enumerate()
+                        .filter(purged)
+                        .map(|(i, _)| i)
+                        .collect()
+                })
+            });
+            // Split up since the scan (its blocks are nodes now), or removed.
+            let Some(held) = held else {
+                blocks.extend_from_slice(r.seqs());
+                continue;
+            };
+            let at = (SequenceHash(key), run, r.tail());
+            for i in held {
+                let remove = |_| Settle::Remove;
+                match self.walk_run(at, slots[i], remove, usize::MAX, true, || {}, guard) {
+                    RunWalk::Removed { removed: n, .. } => removed[i] += n,
+                    RunWalk::Again => {
+                        blocks.extend_from_slice(r.seqs());
+                        break;
+                    }
+                    RunWalk::Stop => {}
+                }
+            }
+        }
+        for key in blocks {
+            for (i, &slot) in slots.iter().enumerate() {
+                let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
+                    break;
+                };
+                if entry.get().kind() != Kind::Block {
+                    break;
+                }
+                let outcome = self.reshape(entry.get_mut(), guard, |n| {
+                    n.settle(slot, |_| Settle::Remove, guard)
+                });
+                removed[i] += finish_removal(entry, outcome);
+            }
+        }
+        true
+    }
+}
+
+/// How far a walk may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// From the leaf up, as far as the stop rules allow (a decision's walk).
+    Path,
+    /// The leaf only (a restored or replayed claim: its ancestors have walks of their own,
+    /// and may carry an equal expiry while other children still need them).
+    Block,
+}
+
+/// The result of [`Tree::walk`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Walked {
+    /// Entries removed.
+    pub(crate) removed: usize,
+    /// Where the walk stopped for lack of budget, if it did.
+    pub(crate) resume: Option<SequenceHash>,
+}
+
+/// What a walk does with an entry whose claim is `c`: see [`Tree::walk`].
+#[inline]
+fn walk_decision(c: Claim, threshold: u64, slot_alive: bool) -> Settle {
+    if c.expiry > threshold {
+        // A later decision's claim, whose own walk comes (for a dead slot too: removing it
+        // here would leave that decision's deeper blocks above a gap).
+        Settle::Keep
+    } else if !slot_alive {
+        Settle::Remove
+    } else if c.expiry == 0 {
+        Settle::Keep
+    } else if c.exact {
+        Settle::ClearApprox
+    } else {
+        Settle::Remove
+    }
+}
