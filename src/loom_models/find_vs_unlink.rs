@@ -30,7 +30,8 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::claim::Claim;
-use super::node::{Holders, Outcome, Settle};
+use super::holder::Holders;
+use super::node::{Outcome, Settle};
 use super::{reclaim, shard_with, watch, Shard};
 
 const WORKER: u32 = 3;

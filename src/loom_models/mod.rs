@@ -5,8 +5,9 @@
 //! loom-aware, and the locks the protocols lean on are loom's. The dashmap shard lock of a
 //! node is played by a `loom::sync::RwLock<Option<Node>>` ([`Shard`]); the operations on
 //! it follow `Tree`'s (read lock for a refresh or a find, write lock for a shape change or
-//! a walk) and call the real [`Node`](node::Node) methods of `src/tree/node.rs`, compiled
-//! here a second time because `tree::node` is private to `tree`.
+//! a walk) and call the real [`Node`](node::Node) methods of `src/tree/node.rs` (and the
+//! holders of `src/tree/holder.rs`), compiled here a second time because both modules are
+//! private to `tree`.
 //!
 //! Each model names, in its doc comment, the ordering it checks and the `loom_break` cfg
 //! (or the one-line patch) that breaks it, with the failure loom then reports.
@@ -35,6 +36,11 @@ use crate::{LocalBlockHash, SequenceHash};
 #[allow(dead_code, clippy::duplicate_mod)] // `tree::node` is private to `tree`
 mod node;
 
+/// `super::holder` for the included `node.rs`.
+#[path = "../tree/holder.rs"]
+#[allow(dead_code, clippy::duplicate_mod)] // `tree::holder` is private to `tree`
+mod holder;
+
 use claim::Claim;
 use node::{Node, Outcome, Settle};
 
@@ -61,7 +67,7 @@ fn record(shard: &Shard, slot: Slot, expiry: u64, guard: &Guard) -> usize {
         let holders = shard.read().unwrap().as_ref().map(|n| n.holders(guard));
         // (An inline holder is a copy once the lock is dropped: raising it raises nothing.)
         holders.is_some_and(|h| {
-            node::find(&h, slot).is_some_and(|h| {
+            holder::find(&h, slot).is_some_and(|h| {
                 h.raise(want);
                 true
             })
@@ -125,7 +131,7 @@ fn walk(
 /// before the read).
 fn claim_of(shard: &Shard, slot: Slot, guard: &Guard) -> Option<u64> {
     let holders = shard.read().unwrap().as_ref().map(|n| n.holders(guard))?;
-    node::find(&holders, slot).map(|h| h.claim().expiry)
+    holder::find(&holders, slot).map(|h| h.claim().expiry)
 }
 
 /// Runs `flushes` collections: each advances the global epoch at most once, and what a

@@ -9,6 +9,7 @@ pub(crate) mod claim;
 mod cut;
 mod export;
 mod find;
+mod holder;
 mod node;
 mod record;
 pub(crate) mod run;
@@ -29,7 +30,7 @@ use crate::{LocalBlockHash, SequenceHash};
 use claim::Claim;
 pub(crate) use export::{LiveEntry, ReadAt};
 pub(crate) use find::Query;
-pub(crate) use node::{Holder, Holders};
+pub(crate) use holder::{Holder, Holders};
 use node::{Kind, Node, Outcome, Settle};
 pub(crate) use walk::Span;
 
@@ -125,7 +126,7 @@ impl Tree {
                 self.nodes.get(&head.0)?.holders(guard)
             }
         };
-        Some(node::find(&holders, slot).map(Holder::claim))
+        Some(holder::find(&holders, slot).map(Holder::claim))
     }
 
     /// `look(self)`, and if it finds nothing while runs exist (the block may be inside

@@ -396,7 +396,7 @@ impl Tree {
             return RunWalk::Again;
         }
         let holders = entry.get().holders(guard);
-        let Some(claim) = super::node::find(&holders, slot).map(|h| h.claim()) else {
+        let Some(claim) = super::holder::find(&holders, slot).map(|h| h.claim()) else {
             return RunWalk::Stop;
         };
         if decide(claim) != Settle::Remove {

@@ -5,7 +5,7 @@ use crossbeam_epoch::Guard;
 use dashmap::mapref::entry::Entry;
 
 use super::claim::Claim;
-use super::node::{self, Kind, Outcome, Settle};
+use super::node::{Kind, Outcome, Settle};
 use super::run;
 use super::runs::RunWalk;
 use super::{finish_removal, Tree};
@@ -166,7 +166,8 @@ impl Tree {
                 let here = n.kind() == Kind::Head(run);
                 here.then(|| {
                     let holders = n.holders(guard);
-                    let purged = |(_, &slot): &(usize, &Slot)| node::find(&holders, slot).is_some();
+                    let purged =
+                        |(_, &slot): &(usize, &Slot)| super::holder::find(&holders, slot).is_some();
                     slots
                         .iter()
                         .enumerate()
