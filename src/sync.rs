@@ -11,7 +11,7 @@
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 #[cfg(not(loom))]
@@ -23,7 +23,7 @@ pub(crate) use parking_lot::Mutex;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 #[cfg(loom)]
@@ -125,6 +125,9 @@ mod stand_ins {
         }
         pub(crate) fn len(&self) -> usize {
             self.0.lock().unwrap().len()
+        }
+        pub(crate) fn is_empty(&self) -> bool {
+            self.0.lock().unwrap().is_empty()
         }
     }
 

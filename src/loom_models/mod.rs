@@ -17,6 +17,7 @@ mod find_vs_cut;
 mod find_vs_unlink;
 mod handover;
 mod join_vs_cut;
+mod outbox_bound;
 mod record_vs_sweep;
 mod remove_vs_record;
 mod run_cut;

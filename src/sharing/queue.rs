@@ -3,12 +3,13 @@
 //!
 //! The queue is a `SegQueue` (segments allocated as decisions arrive, freed as they are
 //! taken) bounded by a count of places taken, so its memory follows what is queued: a
-//! large capacity costs nothing until it is used.
+//! large capacity costs nothing until it is used. A pusher takes a place before it pushes
+//! and a popper frees one only after it popped, so the queue never holds more than
+//! `capacity` (loom model `outbox_bound`).
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crossbeam_queue::SegQueue;
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering, SegQueue};
 
 use super::decision::Decision;
 
@@ -87,6 +88,15 @@ impl Outbox {
 
     /// The oldest queued decision, if any.
     pub fn pop(&self) -> Option<Decision> {
+        if cfg!(loom_break = "outbox_free_first") {
+            // Broken (loom model `outbox_bound`): the place is free before the decision is
+            // out, so a pusher may queue one more than the capacity.
+            if self.queue.is_empty() {
+                return None;
+            }
+            self.taken.fetch_sub(1, Ordering::Relaxed);
+            return self.queue.pop();
+        }
         let decision = self.queue.pop()?;
         // Its place is free again only now that it is out.
         self.taken.fetch_sub(1, Ordering::Relaxed);
