@@ -84,7 +84,7 @@ pub(crate) fn block_hashes_into(
     out: &mut Vec<LocalBlockHash>,
 ) {
     out.clear();
-    out.reserve(tokens.len() / block_size.max(1) as usize);
+    out.reserve(blocks_of(tokens, block_size));
     for_each_block(tokens, block_size, salt, |hash| out.push(hash));
 }
 
@@ -99,7 +99,7 @@ pub(crate) fn prompt_hashes_into(
 ) {
     local.clear();
     seq.clear();
-    let blocks = tokens.len() / block_size.max(1) as usize;
+    let blocks = blocks_of(tokens, block_size);
     local.reserve(blocks);
     seq.reserve(blocks);
     let mut chain = SeqChain::default();
@@ -107,6 +107,11 @@ pub(crate) fn prompt_hashes_into(
         local.push(hash);
         seq.push(chain.next(hash));
     });
+}
+
+/// How many full blocks `tokens` has (none at block size 0).
+fn blocks_of(tokens: &[u32], block_size: u32) -> usize {
+    tokens.len().checked_div(block_size as usize).unwrap_or(0)
 }
 
 /// The little-endian bytes of `tokens`.
