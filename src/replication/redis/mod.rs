@@ -7,9 +7,9 @@
 //!   in capacity-only mode (`MAXLEN ~`).
 //! - The **subscriber** first reads the whole retained window (a replica that joins late
 //!   starts warm), then tails the stream with blocking `XREAD`s, applying the decisions
-//!   of each read, in order, with [`ApproxKvIndexer::apply_decisions`]. After a lost connection it reconnects with
-//!   exponential backoff and resumes after the last entry it read; decisions trimmed away
-//!   meanwhile show as [`gaps`](RedisSyncStats::gaps).
+//!   of each read, in order, with [`ApproxKvIndexer::apply_decisions`]. After a lost
+//!   connection it reconnects with exponential backoff and resumes after the last entry it
+//!   read; decisions trimmed away meanwhile show as [`gaps`](RedisSyncStats::gaps).
 //!
 //! Recording and finding never touch the network: while Redis is down they go on locally,
 //! the outbox fills and then drops (counted), and memory stays bounded (the outbox and
@@ -318,8 +318,8 @@ impl<W: WorkerKey> RedisSync<W> {
     /// [`Builder::share_decisions`](crate::Builder::share_decisions)) and applying the
     /// stream's. Connecting happens on the threads, so this succeeds while the server is
     /// down; they connect when it is up. Errors: a URL the `redis` crate does not take,
-    /// a zero `batch` or `connect_timeout`, TLS settings that do not parse (`RedisSyncError::Tls`, feature
-    /// `redis-tls`).
+    /// a zero `batch` or `connect_timeout`, TLS settings that do not parse
+    /// (`RedisSyncError::Tls`, feature `redis-tls`).
     pub fn start(
         index: Arc<ApproxKvIndexer<W>>,
         mut config: RedisConfig,
