@@ -71,16 +71,21 @@ fn any_batch_size_works() {
         config.batch = batch;
         RedisSync::start(sharing_index(id), config).unwrap()
     };
-    let (one, huge) = (start(1, 1), start(2, usize::MAX));
-    for n in 0..50 {
+    exchange(&start(1, 1), &start(2, usize::MAX), 50);
+}
+
+/// Replicas 1 and 2 each route `n` prompts to a worker named after themselves; each must
+/// come to hold the other's, having applied exactly those.
+fn exchange(one: &RedisSync, two: &RedisSync, n: u32) {
+    for k in 0..n {
         one.index()
-            .process_routing_decision_for_request(&prompt(1, n), 1);
-        huge.index()
-            .process_routing_decision_for_request(&prompt(2, n), 2);
+            .process_routing_decision_for_request(&prompt(1, k), 1);
+        two.index()
+            .process_routing_decision_for_request(&prompt(2, k), 2);
     }
-    for (r, other) in [(&one, 2), (&huge, 1)] {
+    for (r, other) in [(one, 2), (two, 1)] {
         assert!(
-            eventually(|| (0..50).all(|n| holds(r, other, n)) && r.stats().applied == 50),
+            eventually(|| (0..n).all(|k| holds(r, other, k)) && r.stats().applied == u64::from(n)),
             "{:?}",
             r.stats()
         );
@@ -102,19 +107,7 @@ fn the_longest_durations_neither_panic_nor_stall() {
         RedisSync::start(sharing_index(id), config).unwrap()
     };
     let (a, b) = (start(1), start(2));
-    for n in 0..20 {
-        a.index()
-            .process_routing_decision_for_request(&prompt(1, n), 1);
-        b.index()
-            .process_routing_decision_for_request(&prompt(2, n), 2);
-    }
-    for (r, other) in [(&a, 2), (&b, 1)] {
-        assert!(
-            eventually(|| (0..20).all(|n| holds(r, other, n)) && r.stats().applied == 20),
-            "{:?}",
-            r.stats()
-        );
-    }
+    exchange(&a, &b, 20);
     // A blocked XREAD ends when its server goes; the threads then pause "forever" after
     // the failure, until the stop wakes them: shutdown joins them.
     drop(server);
