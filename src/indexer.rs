@@ -335,28 +335,22 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         salt: HashSalt,
         out: &mut OverlapScores<W>,
     ) {
-        /// A prompt's hashes: its blocks' tokens hashes, and their chain.
-        type PromptHashes = (Vec<LocalBlockHash>, Vec<SequenceHash>);
         thread_local! {
-            static HASHES: std::cell::RefCell<PromptHashes> = const {
-                std::cell::RefCell::new((Vec::new(), Vec::new()))
+            static SEQ: std::cell::RefCell<Vec<SequenceHash>> = const {
+                std::cell::RefCell::new(Vec::new())
             };
         }
         let block_size = self.inner.block_size;
-        let mut find = |(local, seq): &mut PromptHashes| {
-            crate::hash::prompt_hashes_into(tokens, block_size, salt, local, seq);
+        let mut find = |seq: &mut Vec<SequenceHash>| {
+            crate::hash::seq_hashes_into(tokens, block_size, salt, seq);
             self.inner.find_into(Query::Seq(seq), out);
         };
-        let reused = HASHES
-            .try_with(|cell| {
-                cell.try_borrow_mut()
-                    .map(|mut hashes| find(&mut hashes))
-                    .is_ok()
-            })
+        let reused = SEQ
+            .try_with(|cell| cell.try_borrow_mut().map(|mut seq| find(&mut seq)).is_ok())
             .unwrap_or(false);
         if !reused {
-            // This thread's buffers are in use or gone (the thread is being torn down).
-            find(&mut (Vec::new(), Vec::new()));
+            // This thread's buffer is in use or gone (the thread is being torn down).
+            find(&mut Vec::new());
         }
     }
 

@@ -109,6 +109,20 @@ pub(crate) fn prompt_hashes_into(
     });
 }
 
+/// Each full block's sequence hash into `seq` (cleared first), in one pass with the
+/// blocks' tokens hashes, which are not kept (a find's query).
+pub(crate) fn seq_hashes_into(
+    tokens: &[u32],
+    block_size: u32,
+    salt: HashSalt,
+    seq: &mut Vec<SequenceHash>,
+) {
+    seq.clear();
+    seq.reserve(blocks_of(tokens, block_size));
+    let mut chain = SeqChain::default();
+    for_each_block(tokens, block_size, salt, |hash| seq.push(chain.next(hash)));
+}
+
 /// How many full blocks `tokens` has (none at block size 0).
 fn blocks_of(tokens: &[u32], block_size: u32) -> usize {
     tokens.len().checked_div(block_size as usize).unwrap_or(0)
@@ -199,5 +213,11 @@ mod tests {
         let (mut local, mut seq) = (Vec::new(), Vec::new());
         prompt_hashes_into(&tokens, 0, HashSalt::NONE, &mut local, &mut seq);
         assert!(local.is_empty() && seq.is_empty());
+        for block_size in [0, 1, 61, 1_001] {
+            let mut only_seq = vec![SequenceHash(5)];
+            seq_hashes_into(&tokens, block_size, HashSalt::NONE, &mut only_seq);
+            prompt_hashes_into(&tokens, block_size, HashSalt::NONE, &mut local, &mut seq);
+            assert_eq!(only_seq, seq);
+        }
     }
 }

@@ -11,7 +11,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 mod blocks;
 mod lanes;
 
-pub(crate) use blocks::{block_hashes_into, prompt_hashes_into};
+pub(crate) use blocks::{block_hashes_into, prompt_hashes_into, seq_hashes_into};
 pub(crate) use lanes::chain_each_into;
 
 /// The seed Dynamo uses for every block and sequence hash.
