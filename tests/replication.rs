@@ -242,7 +242,7 @@ fn a_full_outbox_drops_and_counts_but_records_locally() {
 }
 
 #[test]
-fn any_outbox_capacity_builds_and_allocates_only_what_is_queued() {
+fn any_outbox_capacity_builds_and_bounds_the_queue() {
     for capacity in [0, 1, usize::MAX] {
         let index = ApproxKvIndexer::builder()
             .share_decisions(capacity)
@@ -350,13 +350,16 @@ fn arb_decision_stream() -> impl Strategy<Value = Vec<Decision>> {
         1 => (0..4u64).prop_map(|w| Action::RemoveWorker { worker_id: w }),
         1 => (0..4u64, 0..2u32).prop_map(|(w, r)| Action::RemoveKey { worker_id: w, dp_rank: r }),
     ];
-    let decision =
-        (0..3u64, 0..30u64, 0..30u64, action).prop_map(|(origin, seq, secs, action)| Decision {
+    // Numbers near u64::MAX from origin 2 are the receiver's own (taken since it was
+    // built); low ones from origin 2 are those of an earlier run of it.
+    let decision = (0..3u64, 0..30u64, any::<bool>(), 0..30u64, action).prop_map(
+        |(origin, seq, high, secs, action)| Decision {
             origin,
-            seq,
+            seq: if high { u64::MAX - seq } else { seq },
             decided_at: EPOCH + Duration::from_secs(5) - Duration::from_secs(secs / 2),
             action,
-        });
+        },
+    );
     prop::collection::vec(decision, 0..60)
 }
 

@@ -2,7 +2,7 @@
 //! chain of their sequence hashes.
 //!
 //! Two things make this faster than hashing every block with `xxh3_64_with_seed` and then
-//! chaining the hashes (`benches/hashing.rs`):
+//! chaining the hashes (`docs/benchmarks.md`, "Hashing a prompt in one pass"):
 //! - xxh3 hashes an input longer than 240 bytes (a block of 61 tokens or more) with a
 //!   secret derived from the seed, and `xxh3_64_with_seed` derives it again on every call.
 //!   Here it is derived once per prompt (the plain salt's once and for all, as a constant)

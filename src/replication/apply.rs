@@ -73,9 +73,19 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         // A few at a time, so that their chains are still in cache when recorded.
         const GROUP: usize = 16;
         let mut chains = Vec::with_capacity(GROUP);
+        let mut blocks: Vec<&[LocalBlockHash]> = Vec::with_capacity(GROUP);
         let mut outcomes = Vec::with_capacity(decisions.len());
         for group in decisions.chunks(GROUP) {
-            let blocks: Vec<&[LocalBlockHash]> = group.iter().map(route_blocks).collect();
+            // This replica's own decisions (every replica reads its own back from a
+            // shared stream) are skipped: nothing to chain.
+            blocks.clear();
+            blocks.extend(group.iter().map(|decision| {
+                if self.replication.is_own(decision) {
+                    &[][..]
+                } else {
+                    route_blocks(decision)
+                }
+            }));
             chain_each_into(&blocks, &mut chains);
             outcomes.extend(
                 group

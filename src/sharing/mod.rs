@@ -132,7 +132,7 @@ impl Replication {
         decision: &Decision,
         apply: impl FnOnce(&Action, Duration) -> Applied,
     ) -> Applied {
-        if decision.origin == self.origin && decision.seq >= self.first_seq {
+        if self.is_own(decision) {
             return Applied::OwnOrigin;
         }
         let mut applied = self.applied_seq.lock();
@@ -162,6 +162,11 @@ impl Replication {
             }
         };
         outcome
+    }
+
+    /// Whether this replica took `decision` (since it was built): `apply` skips it.
+    pub(crate) fn is_own(&self, decision: &Decision) -> bool {
+        decision.origin == self.origin && decision.seq >= self.first_seq
     }
 
     /// The outbox, when decisions are shared.
