@@ -34,10 +34,12 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 ///   index did not hold at some instant during the find.
 ///
 /// # Locking
-/// Nodes live in a sharded map. `find*` and the refresh of an existing entry hold one
-/// shard *read* lock for one probe at a time; adding or removing a holder holds one
-/// shard *write* lock for one probe. No call holds a lock across blocks, and none waits on
-/// another thread. [`shutdown`](Self::shutdown) joins the sweeper.
+/// Nodes live in a sharded map. `find*` takes no lock and writes no shared memory: each
+/// probe copies a node and checks the shard's version, reading again if a writer changed
+/// the shard meanwhile (after a few tries, under the shard's read lock for that probe). The
+/// refresh of an existing entry holds one shard *read* lock for one probe at a time; adding
+/// or removing a holder holds one shard *write* lock for one probe. No call holds a lock
+/// across blocks, and none waits on another thread beyond a writer's hold of one shard. [`shutdown`](Self::shutdown) joins the sweeper.
 ///
 /// # Unwind safety
 /// Locks are taken only around non-panicking code, so a panic in a caller's thread cannot

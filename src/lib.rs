@@ -22,8 +22,8 @@
 //!
 //! ## Shape
 //! No actor, no channel, no async runtime. A concurrent hash-map radix tree (nodes keyed
-//! by sequence hash in a sharded [`dashmap`]) is updated directly by the callers; node
-//! payloads (which workers hold the block, until when) are copy-on-write arrays reclaimed
+//! by sequence hash in a sharded hash map whose finds read without a lock) is updated
+//! directly by the callers; node payloads (which workers hold the block, until when) are copy-on-write arrays reclaimed
 //! through [`crossbeam_epoch`]. One background thread sweeps expired entries from a timer
 //! wheel in coarse ticks; no call ever waits for it. See `docs/design.md`.
 //!

@@ -19,7 +19,7 @@ pub(crate) use crossbeam_queue::SegQueue;
 #[cfg(not(loom))]
 pub(crate) use dashmap::DashMap;
 #[cfg(not(loom))]
-pub(crate) use parking_lot::Mutex;
+pub(crate) use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
@@ -27,7 +27,9 @@ pub(crate) use loom::sync::atomic::{
 };
 
 #[cfg(loom)]
-pub(crate) use stand_ins::{AtomicPtr, DashMap, Mutex, SegQueue};
+pub(crate) use loom::sync::{RwLockReadGuard, RwLockWriteGuard};
+#[cfg(loom)]
+pub(crate) use stand_ins::{AtomicPtr, DashMap, Mutex, RwLock, SegQueue};
 
 #[cfg(loom)]
 pub(crate) use loom::thread::yield_now;
@@ -46,7 +48,7 @@ mod stand_ins {
     use std::hash::{BuildHasher, Hash};
     use std::ops::{Deref, DerefMut};
 
-    use loom::sync::{MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+    use loom::sync::{MutexGuard, RwLock as LoomRwLock, RwLockReadGuard, RwLockWriteGuard};
 
     /// `std::sync::atomic::AtomicPtr`, with the `get_mut` that loom's lacks.
     #[derive(Debug)]
@@ -109,6 +111,25 @@ mod stand_ins {
         }
     }
 
+    /// `parking_lot::RwLock`'s API (`read` and `write` without poisoning) over loom's.
+    pub(crate) struct RwLock<T>(loom::sync::RwLock<T>);
+
+    impl<T> RwLock<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(loom::sync::RwLock::new(value))
+        }
+
+        pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+            self.0.read().expect("no model panics while holding a lock")
+        }
+
+        pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+            self.0
+                .write()
+                .expect("no model panics while holding a lock")
+        }
+    }
+
     /// `crossbeam_queue::SegQueue` (lock-free, linearizable) as a loom mutex over a deque.
     /// crossbeam-queue has no loom support: its atomics would be invisible to loom.
     pub(crate) struct SegQueue<T>(loom::sync::Mutex<VecDeque<T>>);
@@ -137,7 +158,7 @@ mod stand_ins {
 
     /// `dashmap::DashMap`'s API subset used by the worker registry, over loom rwlocks.
     pub(crate) struct DashMap<K, V, S> {
-        shards: Box<[RwLock<HashMap<K, V, S>>]>,
+        shards: Box<[LoomRwLock<HashMap<K, V, S>>]>,
         hasher: S,
     }
 
@@ -159,12 +180,12 @@ mod stand_ins {
     impl<K: Hash + Eq + Clone, V, S: BuildHasher + Clone> DashMap<K, V, S> {
         pub(crate) fn with_hasher(hasher: S) -> Self {
             let shards = (0..SHARDS)
-                .map(|_| RwLock::new(HashMap::with_hasher(hasher.clone())))
+                .map(|_| LoomRwLock::new(HashMap::with_hasher(hasher.clone())))
                 .collect();
             Self { shards, hasher }
         }
 
-        fn shard(&self, key: &K) -> &RwLock<HashMap<K, V, S>> {
+        fn shard(&self, key: &K) -> &LoomRwLock<HashMap<K, V, S>> {
             &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
         }
 

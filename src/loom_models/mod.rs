@@ -2,10 +2,12 @@
 //!
 //! Built only with `RUSTFLAGS="--cfg loom --cfg crossbeam_loom"` (see `docs/testing.md`):
 //! the crate's atomics then come from loom through `crate::sync`, crossbeam-epoch is
-//! loom-aware, and the locks the protocols lean on are loom's. The dashmap shard lock of a
+//! loom-aware, and the locks the protocols lean on are loom's. The node map's lock-free
+//! read is modelled on the real map (`read_vs_write`); elsewhere the shard lock of a
 //! node is played by a `loom::sync::RwLock<Option<Node>>` ([`Shard`]); the operations on
 //! it follow `Tree`'s (read lock for a refresh or a find, write lock for a shape change or
-//! a walk) and call the real [`Node`](node::Node) methods of `src/tree/node.rs` (and the
+//! a walk; a find's read lock stands for the map's checked copy, which `read_vs_write`
+//! shows to be a state some writer left) and call the real [`Node`](node::Node) methods of `src/tree/node.rs` (and the
 //! holders of `src/tree/holder.rs`), compiled here a second time because both modules are
 //! private to `tree`.
 //!
@@ -18,6 +20,7 @@ mod find_vs_unlink;
 mod handover;
 mod join_vs_cut;
 mod outbox_bound;
+mod read_vs_write;
 mod record_vs_sweep;
 mod remove_vs_record;
 mod run_cut;

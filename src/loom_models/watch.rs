@@ -12,7 +12,13 @@ use std::cell::Cell;
 thread_local! {
     static WATCHED: Cell<usize> = const { Cell::new(0) };
     static FREED: Cell<bool> = const { Cell::new(false) };
+    /// Deallocations so far, and the last [`RECENT`] of them (start, size), by count.
+    static FREES: Cell<usize> = const { Cell::new(0) };
+    static LAST_FREED: Cell<[(usize, usize); RECENT]> = const { Cell::new([(0, 0); RECENT]) };
 }
+
+/// Deallocations [`freed_since`] can look back on.
+const RECENT: usize = 64;
 
 struct Watching;
 
@@ -29,6 +35,14 @@ unsafe impl GlobalAlloc for Watching {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let start = ptr as usize;
+        let _ = FREES.try_with(|n| {
+            let _ = LAST_FREED.try_with(|last| {
+                let mut all = last.get();
+                all[n.get() % RECENT] = (start, layout.size());
+                last.set(all);
+            });
+            n.set(n.get() + 1);
+        });
         let _ = WATCHED.try_with(|w| {
             let at = w.get();
             if at != 0 && (start..start + layout.size()).contains(&at) {
@@ -55,4 +69,20 @@ pub(super) fn freed() -> bool {
 pub(super) fn unwatch() -> bool {
     WATCHED.with(|w| w.set(0));
     FREED.with(|f| f.replace(false))
+}
+
+/// A mark to look back from with [`freed_since`]: for an address learnt only later.
+pub(super) fn mark() -> usize {
+    FREES.with(Cell::get)
+}
+
+/// Whether a deallocation since `mark` covered `address`.
+pub(super) fn freed_since(mark: usize, address: usize) -> bool {
+    let now = FREES.with(Cell::get);
+    assert!(now - mark <= RECENT, "more frees than the watch keeps");
+    let last = LAST_FREED.with(Cell::get);
+    (mark..now).any(|i| {
+        let (start, size) = last[i % RECENT];
+        (start..start + size).contains(&address)
+    })
 }

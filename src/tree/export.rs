@@ -57,12 +57,12 @@ impl Tree {
         guard: &Guard,
     ) -> Vec<LiveEntry<W>> {
         let mut rows = Vec::new();
-        for node in self.nodes.iter() {
+        self.nodes.for_each(|key, node| {
             let run = match node.kind() {
                 Kind::Block => None,
                 // SAFETY: read from a head under the shard lock, with `guard` pinned.
                 Kind::Head(run) => Some(unsafe { run::run_at(run, guard) }),
-                Kind::Tail { .. } => continue,
+                Kind::Tail { .. } => return,
             };
             for holder in node.holders(guard).iter() {
                 let c = holder.claim();
@@ -82,14 +82,14 @@ impl Tree {
                     ttl_left: ttl_left(c, at),
                 };
                 let Some(run) = run else {
-                    rows.push(row(node.depth(), *node.key(), node.parent, node.local.0));
+                    rows.push(row(node.depth(), key, node.parent(), node.local().0));
                     continue;
                 };
                 // Every block of a run, each below the one before.
                 let (seqs, locals) = (run.seqs(), run.locals());
                 for i in 0..run.len() {
                     let parent = if i == 0 {
-                        node.parent
+                        node.parent()
                     } else {
                         SequenceHash(seqs[i - 1])
                     };
@@ -97,7 +97,7 @@ impl Tree {
                     rows.push(row(depth, seqs[i], parent, locals[i]));
                 }
             }
-        }
+        });
         rows.sort_unstable_by_key(|r| (r.depth, r.worker, r.seq));
         // A run being split up shows its blocks both in the run and as nodes.
         rows.dedup_by_key(|r| (r.depth, r.worker, r.seq));

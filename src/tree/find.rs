@@ -136,27 +136,36 @@ impl QueryKeys for Keys<'_, '_> {
             }
         }
     }
+
+    #[inline]
+    fn at_hand(&self) -> bool {
+        matches!(self.query, Query::Seq(_))
+    }
 }
 
 impl Tree {
     /// The holders of the block keyed `key` (none if it has no key: missing, or inside a
     /// run), and the run it begins, if it is a run's head. A tail marker reads as its run's
     /// holder (a second probe, of the head).
+    ///
+    /// Lock-free: each probe is a [`NodeMap::read`](super::map::NodeMap::read), a copy of
+    /// the node as some writer left it.
     #[inline]
     fn probe<'g>(&self, key: u64, guard: &'g Guard) -> (Holders<'g>, Option<RunAt<'g>>) {
-        let Some(node) = self.nodes.get(&key) else {
+        let Some(node) = self.nodes.read(key, guard) else {
             return (Holders::NONE, None);
         };
         match node.kind() {
             Kind::Block => (node.holders(guard), None),
-            // SAFETY: read from a head under the shard lock, with `guard` pinned.
+            // SAFETY: a head's run, read from a copy that the map checked, with `guard`
+            // pinned since before the read (a run is retired only after its head leaves
+            // the map, `map.rs`).
             Kind::Head(run) => (node.holders(guard), Some(unsafe { RunAt::new(run, guard) })),
             Kind::Tail { head, run } => {
-                drop(node);
-                match self.nodes.get(&head.0) {
+                match self.nodes.read(head.0, guard) {
                     Some(h) if h.kind() == Kind::Head(run) => (h.holders(guard), None),
                     // The run is gone, or split up since: its blocks have keys again.
-                    _ => match self.nodes.get(&key) {
+                    _ => match self.nodes.read(key, guard) {
                         Some(n) if n.kind() == Kind::Block => (n.holders(guard), None),
                         _ => (Holders::NONE, None),
                     },

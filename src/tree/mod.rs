@@ -1,16 +1,23 @@
 //! The concurrent hash-map radix tree.
 //!
-//! Nodes live in one [`DashMap`] keyed by sequence hash: since a sequence hash names a
+//! Nodes live in one [`NodeMap`] keyed by sequence hash: since a sequence hash names a
 //! block *and its whole prefix*, the map is a radix tree whose edges are implicit (a
-//! node's parent is the node keyed by its `parent` hash). A find walks it with one map
-//! probe per block, never holding a shard lock across blocks.
+//! node's parent is the node keyed by its `parent` hash). A find walks it with one
+//! lock-free map probe per block; writers never hold a shard lock across blocks.
 
 pub(crate) mod claim;
 mod cut;
 mod export;
 mod find;
 mod holder;
+#[cfg(not(loom))]
+mod map;
+#[cfg(loom)]
+pub(crate) mod map; // for the loom model `read_vs_write`
+#[cfg(not(loom))]
 mod node;
+#[cfg(loom)]
+pub(crate) mod node;
 mod record;
 pub(crate) mod run;
 mod runs;
@@ -19,10 +26,7 @@ mod walk;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crossbeam_epoch::Guard;
-use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
 
-use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
 use crate::stats::StripedCounter;
 use crate::{LocalBlockHash, SequenceHash};
@@ -31,15 +35,13 @@ use claim::Claim;
 pub(crate) use export::{LiveEntry, ReadAt};
 pub(crate) use find::Query;
 pub(crate) use holder::{Holder, Holders};
+use map::{Entry, NodeMap};
 use node::{Kind, Node, Outcome, Settle};
 pub(crate) use walk::Span;
 
-/// Shards of the node map: enough that writers on different prefixes rarely meet.
-const SHARDS: usize = 128;
-
 /// The node map and the operations of find, record, sweep and dump on it.
 pub(crate) struct Tree {
-    nodes: DashMap<u64, Node, IdBuildHasher>,
+    nodes: NodeMap,
     /// True while every worker's live entries along any prompt form a prefix (holder sets
     /// shrink with depth), which lets find gallop. Cleared for good by anything that can
     /// break it: KV events, restores, and decisions whose sequence hashes are not the
@@ -80,11 +82,7 @@ pub(crate) struct Anchor {
 impl Tree {
     pub(crate) fn new() -> Self {
         Self {
-            nodes: DashMap::with_capacity_and_hasher_and_shard_amount(
-                0,
-                IdBuildHasher::default(),
-                SHARDS,
-            ),
+            nodes: NodeMap::new(),
             nested: std::sync::atomic::AtomicBool::new(true),
             array_bytes: StripedCounter::default(),
             runs: std::sync::atomic::AtomicUsize::new(0),
@@ -149,12 +147,12 @@ impl Tree {
         (self.nodes.len() + blocks).saturating_sub(2 * runs)
     }
 
-    /// An estimate of the heap bytes held: the map's buckets (key, inline node, control
-    /// byte) at their current capacity, plus the holder arrays of nodes held by two or more
-    /// slots (an 8-byte capacity header and 16 bytes per cell, before allocator rounding).
+    /// An estimate of the heap bytes held: the map's buckets (key and inline node, 40
+    /// bytes) at their current capacity, plus the holder arrays of nodes held by two or
+    /// more slots (an 8-byte capacity header and 16 bytes per cell) and the runs, before
+    /// allocator rounding.
     pub(crate) fn estimated_bytes(&self) -> usize {
-        let bucket = std::mem::size_of::<(u64, Node)>() + 1;
-        self.nodes.capacity() * bucket + self.array_bytes.sum() as usize
+        self.nodes.heap_bytes() + self.array_bytes.sum() as usize
     }
 
     /// Runs a change of `node`'s holders (the shard write lock held), keeping the count
@@ -187,7 +185,7 @@ impl Tree {
             let Some(mut entry) = self.block_entry(seq, guard) else {
                 continue;
             };
-            let (parent, depth) = (entry.get().parent, entry.get().depth());
+            let (parent, depth) = (entry.get().parent(), entry.get().depth());
             let outcome = self.reshape(entry.get_mut(), guard, |n| {
                 n.settle(slot, |_| Settle::Remove, guard)
             });
@@ -206,11 +204,7 @@ impl Tree {
 
     /// The write-locked entry of block `seq` as a block node: a run it is in is split up
     /// first (if `seq` has no key while runs exist, every run is). `None`: no such block.
-    fn block_entry(
-        &self,
-        seq: SequenceHash,
-        guard: &Guard,
-    ) -> Option<dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>> {
+    fn block_entry(&self, seq: SequenceHash, guard: &Guard) -> Option<map::OccupiedEntry<'_>> {
         let mut split_all = self.runs.load(std::sync::atomic::Ordering::SeqCst) > 0;
         loop {
             let Entry::Occupied(entry) = self.nodes.entry(seq.0) else {
@@ -232,10 +226,7 @@ impl Tree {
 }
 
 /// Unlinks the node if `outcome` emptied it; returns the entries removed (0 or 1).
-fn finish_removal(
-    entry: dashmap::mapref::entry::OccupiedEntry<'_, u64, Node>,
-    outcome: Outcome,
-) -> usize {
+fn finish_removal(entry: map::OccupiedEntry<'_>, outcome: Outcome) -> usize {
     match outcome {
         Outcome::Removed { last: true, .. } => {
             entry.remove();
@@ -266,7 +257,8 @@ mod tests {
         assert_eq!(tree.array_bytes.sum(), run as u64);
         let sizes = (tree.nodes.len(), tree.len(), tree.runs.load(Relaxed));
         assert_eq!(sizes, (2, 6, 1), "a head and a tail marker for 6 blocks");
-        let map = tree.nodes.capacity() * (8 + 32 + 1);
+        let map = tree.nodes.heap_bytes();
+        assert_eq!(map, map::SHARDS * 8 * (8 + 32), "every shard's first table");
         assert_eq!(tree.estimated_bytes(), map + run);
         // The whole run refreshed: in place, one entry.
         assert_eq!(tree.record(1, (&local, &seq), 110, false, &guard), 0);

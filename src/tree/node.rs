@@ -48,15 +48,16 @@ use crate::{LocalBlockHash, SequenceHash};
 /// only an inline holder's claim in place: `word` by an atomic max, `EXACT` by an atomic or.
 #[derive(Debug)]
 pub(crate) struct Node {
-    /// The parent's sequence hash; meaningless when `depth() == 0`.
-    pub(crate) parent: SequenceHash,
-    /// The hash of this block's tokens alone.
-    pub(crate) local: LocalBlockHash,
+    /// The parent's sequence hash; meaningless when `depth() == 0` ([`Node::parent`]).
+    parent: AtomicU64,
+    /// The hash of this block's tokens alone ([`Node::local`]); a run's pointer in a head
+    /// or a tail marker.
+    local: AtomicU64,
     /// Inline: the holder's approximate expiry (0: none). Array: the array's pointer.
     word: AtomicU64,
     /// Inline: the holder's slot. Array: how many leading cells are holders (the rest are
     /// free room).
-    slot_or_len: u32,
+    slot_or_len: AtomicU32,
     /// The position of the block in its prompt (the low 29 bits, saturating at
     /// [`MAX_DEPTH`]) and the flags `EXACT`, `ARRAY` and `EMPTY`.
     meta: AtomicU32,
@@ -140,10 +141,10 @@ impl Node {
         claim: Claim,
     ) -> Self {
         Self {
-            parent,
-            local,
+            parent: AtomicU64::new(parent.0),
+            local: AtomicU64::new(local.0),
             word: AtomicU64::new(claim.expiry),
-            slot_or_len: slot,
+            slot_or_len: AtomicU32::new(slot),
             meta: AtomicU32::new(depth.min(MAX_DEPTH) | if claim.exact { EXACT } else { 0 }),
         }
     }
@@ -168,8 +169,8 @@ impl Node {
 
     /// This node, made the head of the run `run` (`Owned::into_usize`): its holders hold
     /// every block of the run.
-    pub(crate) fn into_head(mut self, run: usize) -> Self {
-        self.local = LocalBlockHash(run as u64);
+    pub(crate) fn into_head(self, run: usize) -> Self {
+        self.local.store(run as u64, Ordering::Relaxed);
         self.meta.fetch_or(HEAD, Ordering::Relaxed);
         self
     }
@@ -184,10 +185,10 @@ impl Node {
         expiry: u64,
     ) -> Self {
         Self {
-            parent,
-            local: LocalBlockHash(run as u64),
+            parent: AtomicU64::new(parent.0),
+            local: AtomicU64::new(run as u64),
             word: AtomicU64::new(expiry),
-            slot_or_len: slot,
+            slot_or_len: AtomicU32::new(slot),
             meta: AtomicU32::new(depth.min(MAX_DEPTH) | HEAD),
         }
     }
@@ -195,10 +196,10 @@ impl Node {
     /// The marker of a run's last block (at `depth`), naming the run's head and pointer.
     pub(crate) fn run_tail(head: SequenceHash, run: usize, depth: u32) -> Self {
         Self {
-            parent: head,
-            local: LocalBlockHash(run as u64),
+            parent: AtomicU64::new(head.0),
+            local: AtomicU64::new(run as u64),
             word: AtomicU64::new(0),
-            slot_or_len: 0,
+            slot_or_len: AtomicU32::new(0),
             meta: AtomicU32::new(depth.min(MAX_DEPTH) | TAIL),
         }
     }
@@ -208,11 +209,11 @@ impl Node {
     pub(crate) fn kind(&self) -> Kind {
         let meta = self.meta.load(Ordering::Relaxed);
         if meta & HEAD != 0 {
-            Kind::Head(self.local.0 as usize)
+            Kind::Head(self.local.load(Ordering::Relaxed) as usize)
         } else if meta & TAIL != 0 {
             Kind::Tail {
-                head: self.parent,
-                run: self.local.0 as usize,
+                head: self.parent(),
+                run: self.local.load(Ordering::Relaxed) as usize,
             }
         } else {
             Kind::Block
@@ -230,6 +231,24 @@ impl Node {
     #[inline]
     pub(crate) fn depth(&self) -> u32 {
         self.meta.load(Ordering::Relaxed) & MAX_DEPTH
+    }
+
+    /// The parent's sequence hash (meaningless at depth 0; a tail marker's: its run's head).
+    #[inline]
+    pub(crate) fn parent(&self) -> SequenceHash {
+        SequenceHash(self.parent.load(Ordering::Relaxed))
+    }
+
+    /// The hash of the block's tokens alone (a run's pointer in a head or a tail marker).
+    #[inline]
+    pub(crate) fn local(&self) -> LocalBlockHash {
+        LocalBlockHash(self.local.load(Ordering::Relaxed))
+    }
+
+    /// The inline holder's slot, or the array's length.
+    #[inline]
+    fn slot_or_len(&self) -> u32 {
+        self.slot_or_len.load(Ordering::Relaxed)
     }
 
     /// The published array, if the node has one. Under the shard lock.
@@ -256,7 +275,7 @@ impl Node {
                 exact: meta & EXACT != 0,
                 expiry: self.word.load(Ordering::Acquire),
             };
-            (self.slot_or_len, claim)
+            (self.slot_or_len(), claim)
         })
     }
 
@@ -278,7 +297,7 @@ impl Node {
         debug_assert!(len >= 2);
         let old = self.array(guard);
         self.word.store(new.into_usize() as u64, Ordering::Release);
-        self.slot_or_len = len as u32;
+        self.slot_or_len.store(len as u32, Ordering::Relaxed);
         self.meta
             .store(self.depth() | self.run_bits() | ARRAY, Ordering::Release);
         retire(old, guard);
@@ -289,7 +308,7 @@ impl Node {
     fn set_sole(&mut self, (slot, claim): (Slot, Claim), guard: &Guard) {
         let old = self.array(guard);
         self.word.store(claim.expiry, Ordering::Release);
-        self.slot_or_len = slot;
+        self.slot_or_len.store(slot, Ordering::Relaxed);
         let exact = if claim.exact { EXACT } else { 0 };
         self.meta
             .store(self.depth() | self.run_bits() | exact, Ordering::Release);
@@ -313,7 +332,7 @@ impl Node {
     #[inline]
     pub(crate) fn holders<'g>(&self, guard: &'g Guard) -> Holders<'g> {
         match self.array(guard) {
-            Some(array) => Holders::Shared(as_holders(array, self.slot_or_len)),
+            Some(array) => Holders::Shared(as_holders(array, self.slot_or_len())),
             None => match self.sole() {
                 Some((slot, claim)) => Holders::Sole(Holder::new(slot, claim)),
                 None => Holders::NONE,
@@ -334,7 +353,7 @@ impl Node {
             }
             return held;
         };
-        match find(as_holders(array, self.slot_or_len), slot) {
+        match find(as_holders(array, self.slot_or_len()), slot) {
             Some(holder) => {
                 holder.raise(want);
                 true
@@ -372,7 +391,7 @@ impl Node {
                 }
             };
         };
-        let current = as_holders(array, self.slot_or_len);
+        let current = as_holders(array, self.slot_or_len());
         // A slot above the last holder (a new worker) needs no search at all.
         let at = match current.last() {
             Some(last) if last.slot() >= slot => {
@@ -406,7 +425,8 @@ impl Node {
                     std::ptr::addr_of_mut!((*cell).exact).write(AtomicBool::new(want.exact));
                     std::ptr::addr_of_mut!((*cell).expiry).write(AtomicU64::new(want.expiry));
                 }
-                self.slot_or_len += 1;
+                self.slot_or_len
+                    .store(self.slot_or_len() + 1, Ordering::Relaxed);
                 return true;
             }
         }
@@ -449,7 +469,7 @@ impl Node {
                 }
             };
         };
-        let current = as_holders(array, self.slot_or_len);
+        let current = as_holders(array, self.slot_or_len());
         let Ok(at) = current.binary_search_by_key(&slot, |h| h.slot()) else {
             return Outcome::Absent;
         };
@@ -483,7 +503,8 @@ impl Node {
             Settle::Remove if cfg!(loom_break = "remove_in_place") && at + 1 == current.len() => {
                 // Broken (loom model `append_vs_find`): the last cell is dropped from
                 // `len` in place, so the next append rewrites a cell readers may hold.
-                self.slot_or_len -= 1;
+                self.slot_or_len
+                    .store(self.slot_or_len() - 1, Ordering::Relaxed);
                 Outcome::Removed { was, last: false }
             }
             Settle::Remove => {
@@ -496,6 +517,68 @@ impl Node {
                 Outcome::Removed { was, last: false }
             }
         }
+    }
+}
+
+/// `meta` of a free bucket of the node map (`map.rs`): no node has it (a node is never
+/// both a run's head and its tail marker).
+const FREE: u32 = u32::MAX;
+
+/// The node as words, for the node map (`map.rs`), whose buckets hold nodes that lock-free
+/// readers copy while a writer may change them.
+impl Node {
+    /// A free bucket's node: owns nothing, and is never dropped.
+    pub(crate) fn free() -> std::mem::ManuallyDrop<Node> {
+        std::mem::ManuallyDrop::new(Self {
+            parent: AtomicU64::new(0),
+            local: AtomicU64::new(0),
+            word: AtomicU64::new(0),
+            slot_or_len: AtomicU32::new(0),
+            meta: AtomicU32::new(FREE),
+        })
+    }
+
+    /// Whether this is a free bucket's node.
+    #[inline]
+    pub(crate) fn is_free(&self) -> bool {
+        self.meta.load(Ordering::Relaxed) == FREE
+    }
+
+    /// Marks a bucket's node free (its node was moved out or moved elsewhere).
+    #[inline]
+    pub(crate) fn set_free(&self) {
+        self.meta.store(FREE, Ordering::Relaxed);
+    }
+
+    /// A copy of the node's words, each read atomically on its own (relaxed): a torn copy
+    /// if a writer changes the node meanwhile, which the map's version check then rejects.
+    /// The copy owns what the node owns only if the node is given up (moved out of its
+    /// bucket); otherwise it must not be dropped, hence `ManuallyDrop`.
+    #[inline]
+    pub(crate) fn copy_words(&self) -> std::mem::ManuallyDrop<Node> {
+        std::mem::ManuallyDrop::new(Self {
+            parent: AtomicU64::new(self.parent.load(Ordering::Relaxed)),
+            local: AtomicU64::new(self.local.load(Ordering::Relaxed)),
+            word: AtomicU64::new(self.word.load(Ordering::Relaxed)),
+            slot_or_len: AtomicU32::new(self.slot_or_len.load(Ordering::Relaxed)),
+            meta: AtomicU32::new(self.meta.load(Ordering::Relaxed)),
+        })
+    }
+
+    /// Writes the node's words over `dst` (a bucket's node), each atomically on its own
+    /// (relaxed), for readers that copy them lock-free (see [`Node::copy_words`]).
+    #[inline]
+    pub(crate) fn store_words(&self, dst: &Node) {
+        dst.parent
+            .store(self.parent.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.local
+            .store(self.local.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.word
+            .store(self.word.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.slot_or_len
+            .store(self.slot_or_len.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.meta
+            .store(self.meta.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 }
 

@@ -4,8 +4,8 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use super::map::Entry;
 use crossbeam_epoch::Guard;
-use dashmap::mapref::entry::Entry;
 
 use super::claim::Claim;
 use super::node::{Kind, Node};

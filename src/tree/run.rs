@@ -36,6 +36,9 @@ pub(crate) trait QueryKeys {
     fn key(&mut self, k: usize) -> u64;
     /// The sequence hashes of the blocks `range`.
     fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash];
+    /// Whether every key is at hand, so that reading one far ahead costs no more than the
+    /// next one (a query of sequence hashes; one of local hashes chains as it goes).
+    fn at_hand(&self) -> bool;
 }
 
 /// A query whose sequence hashes are all at hand.
@@ -47,6 +50,10 @@ impl QueryKeys for &[SequenceHash] {
     #[inline]
     fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash] {
         &self[range]
+    }
+    #[inline]
+    fn at_hand(&self) -> bool {
+        true
     }
 }
 
@@ -238,20 +245,38 @@ impl Run {
     }
 
     /// How many leading blocks of the run the query's blocks from `at` match (`n` blocks
-    /// in all). Sequence hashes chain, so when the query reaches the run's last block one
-    /// compare decides; otherwise the blocks are compared [`STEP`] at a time (a loop the
-    /// compiler vectorizes), asking `query` for no more keys than that past the first
-    /// difference.
+    /// in all). Sequence hashes chain (a block's names its whole prefix), so matching
+    /// blocks are a prefix of the run and one compare tells whether block `k` is in it:
+    /// the last block the query reaches is compared first, which decides when the query
+    /// holds on to its end. Otherwise, for a query whose keys are all at hand, bisection
+    /// finds where they part (log2 of the run's length compares, not one per block, for
+    /// the long runs of long prompts); a query chained on demand is compared [`STEP`]
+    /// blocks at a time (a loop the compiler vectorizes), asking for no more keys than
+    /// that past the first difference.
     #[inline]
     pub(crate) fn matched(&self, at: usize, n: usize, query: &mut impl QueryKeys) -> usize {
         let len = self.len().min(n.saturating_sub(at));
         if len == 0 {
             return 0;
         }
-        if len == self.len() && query.key(at + len - 1) == self.tail() {
+        let seqs = &self.seqs()[..len];
+        let at_hand = query.at_hand();
+        if (len == self.len() || at_hand) && query.key(at + len - 1) == seqs[len - 1] {
             return len;
         }
-        let seqs = &self.seqs()[..len];
+        if at_hand {
+            // Blocks `..lo` match, block `hi` does not.
+            let (mut lo, mut hi) = (0, len - 1);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if query.key(at + mid) == seqs[mid] {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return lo;
+        }
         let mut i = 0;
         while i < len {
             let end = (i + STEP).min(len);
@@ -353,6 +378,38 @@ mod tests {
     use super::*;
     use crate::compute_seq_hashes;
 
+    /// A query that counts the keys a compare asks for, all at hand or (as far as a
+    /// compare can tell) chained on demand.
+    struct Counted<'a> {
+        keys: &'a [SequenceHash],
+        asked: usize,
+        at_hand: bool,
+    }
+
+    impl<'a> Counted<'a> {
+        fn new(keys: &'a [SequenceHash], at_hand: bool) -> Self {
+            Self {
+                keys,
+                asked: 0,
+                at_hand,
+            }
+        }
+    }
+
+    impl QueryKeys for Counted<'_> {
+        fn key(&mut self, k: usize) -> u64 {
+            self.asked += 1;
+            self.keys[k].0
+        }
+        fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash] {
+            self.asked += range.len();
+            &self.keys[range]
+        }
+        fn at_hand(&self) -> bool {
+            self.at_hand
+        }
+    }
+
     /// The run made at `run`, owned by the test (freed when dropped).
     fn owned(run: usize) -> Owned<Run> {
         // SAFETY: `run` was just made by `Run::make` or `Run::part`, and nothing else has it.
@@ -367,20 +424,10 @@ mod tests {
         let run: &Run = &run;
         assert_eq!((run.len(), run.tail()), (4, seq[4].0));
         assert_eq!(run.locals(), &[2, 3, 4, 5]);
-        // Counts the keys a compare asks for.
-        struct Counted<'a>(&'a [SequenceHash], usize);
-        impl QueryKeys for Counted<'_> {
-            fn key(&mut self, k: usize) -> u64 {
-                self.1 += 1;
-                self.0[k].0
-            }
-            fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash] {
-                self.1 += range.len();
-                &self.0[range]
-            }
+        for at_hand in [false, true] {
+            let mut query = Counted::new(&seq, at_hand);
+            assert_eq!((run.matched(1, 5, &mut query), query.asked), (4, 1));
         }
-        let mut query = Counted(&seq, 0);
-        assert_eq!((run.matched(1, 5, &mut query), query.1), (4, 1));
         // A shorter query, and one that branches after two blocks.
         assert_eq!(run.matched(1, 3, &mut &seq[..]), 2);
         let other = compute_seq_hashes(&[1, 2, 3, 9, 9].map(LocalBlockHash));
@@ -389,7 +436,9 @@ mod tests {
     }
 
     /// One allocation holds the header and both hashes of every block; a part copies its
-    /// blocks, born frozen; a long compare finds the first difference in any step.
+    /// blocks, born frozen; a long compare finds the first difference in any step, by
+    /// bisection when the query's keys are at hand (a few keys asked), else step by step
+    /// (no more than a step's keys past the difference).
     #[test]
     fn a_run_is_one_allocation_and_long_compares_find_the_first_difference() {
         let local: Vec<LocalBlockHash> = (1..=100).map(LocalBlockHash).collect();
@@ -400,11 +449,23 @@ mod tests {
         assert_eq!(run.seqs(), seq.iter().map(|s| s.0).collect::<Vec<_>>());
         assert_eq!(run.locals(), (1..=100).collect::<Vec<u64>>());
         assert!(run.is_live());
-        for differ in [0, 1, 15, 16, 17, 40, 63, 98] {
+        for differ in [0, 1, 15, 16, 17, 40, 63, 97, 98] {
             let mut other = local.clone();
             other[differ] = LocalBlockHash(999);
             let other = compute_seq_hashes(&other);
-            assert_eq!(run.matched(0, 99, &mut &other[..]), differ, "at {differ}");
+            for at_hand in [false, true] {
+                let mut query = Counted::new(&other, at_hand);
+                let matched = run.matched(0, 99, &mut query);
+                assert_eq!(matched, differ, "at {differ}, at hand: {at_hand}");
+                let most = if at_hand { 1 + 7 } else { differ + STEP };
+                assert!(query.asked <= most, "{} keys asked", query.asked);
+            }
+        }
+        for at_hand in [false, true] {
+            let mut query = Counted::new(&seq, at_hand);
+            assert_eq!(run.matched(0, 99, &mut query), 99);
+            let most = if at_hand { 1 } else { 99 };
+            assert_eq!(query.asked, most, "one compare when keys are at hand");
         }
         assert_eq!(run.matched(0, 99, &mut &seq[..]), 99);
         assert_eq!(run.matched(0, 100, &mut &seq[..]), 100);

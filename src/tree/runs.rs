@@ -24,8 +24,8 @@
 
 use std::sync::atomic::Ordering::SeqCst;
 
+use super::map::Entry;
 use crossbeam_epoch::Guard;
-use dashmap::mapref::entry::Entry;
 
 use super::claim::Claim;
 use super::node::{Kind, Node, Outcome, Settle};
@@ -227,7 +227,7 @@ impl Tree {
         // which we hold), so the copy above stays true.
         r.freeze();
         Some(Frozen {
-            parent: node.parent,
+            parent: node.parent(),
             depth: node.depth(),
             holders,
         })
@@ -354,14 +354,12 @@ impl Tree {
         if self.runs.load(SeqCst) == 0 {
             return;
         }
-        let heads: Vec<(u64, usize)> = self
-            .nodes
-            .iter()
-            .filter_map(|n| match n.kind() {
-                Kind::Head(run) => Some((*n.key(), run)),
-                _ => None,
-            })
-            .collect();
+        let mut heads: Vec<(u64, usize)> = Vec::new();
+        self.nodes.for_each(|key, n| {
+            if let Kind::Head(run) = n.kind() {
+                heads.push((key, run));
+            }
+        });
         for (head, run) in heads {
             self.split(SequenceHash(head), run, guard);
         }
@@ -409,7 +407,7 @@ impl Tree {
             return RunWalk::Again;
         }
         let others = holders.len() > 1;
-        let (parent, depth) = (entry.get().parent, entry.get().depth());
+        let (parent, depth) = (entry.get().parent(), entry.get().depth());
         for _ in 0..len {
             forget();
         }

@@ -1,8 +1,8 @@
 //! Walks: a decision's timer (or an eviction) ending a slot's claims from a leaf towards
 //! the root, and the purge of dead slots' entries that no walk reaches.
 
+use super::map::Entry;
 use crossbeam_epoch::Guard;
-use dashmap::mapref::entry::Entry;
 
 use super::claim::Claim;
 use super::node::{Kind, Outcome, Settle};
@@ -95,7 +95,7 @@ impl Tree {
                     continue;
                 }
             }
-            let (parent, depth) = (entry.get().parent, entry.get().depth());
+            let (parent, depth) = (entry.get().parent(), entry.get().depth());
             let decide = |c| {
                 let settle = walk_decision(c, threshold, slot_alive);
                 if settle == Settle::Remove {
@@ -141,15 +141,15 @@ impl Tree {
     /// One pass of [`purge`](Self::purge), adding to `removed`; whether it found anything.
     fn purge_pass(&self, slots: &[Slot], removed: &mut [usize], guard: &Guard) -> bool {
         // Each key with its run, if it is a run's head (the run, pinned, outlives a split).
-        let keys: Vec<(u64, Option<usize>)> = self
-            .nodes
-            .iter()
-            .filter(|n| n.holders(guard).iter().any(|h| slots.contains(&h.slot())))
-            .map(|n| match n.kind() {
-                Kind::Head(run) => (*n.key(), Some(run)),
-                _ => (*n.key(), None),
-            })
-            .collect();
+        let mut keys: Vec<(u64, Option<usize>)> = Vec::new();
+        self.nodes.for_each(|key, n| {
+            if n.holders(guard).iter().any(|h| slots.contains(&h.slot())) {
+                keys.push(match n.kind() {
+                    Kind::Head(run) => (key, Some(run)),
+                    _ => (key, None),
+                });
+            }
+        });
         if keys.is_empty() {
             return false;
         }

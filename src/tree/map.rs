@@ -1,0 +1,663 @@
+//! The node map: a sharded open-addressing hash map from a block's key to its [`Node`],
+//! whose finds read without a lock and write no shared memory.
+//!
+//! Each of the [`SHARDS`] shards has a table of buckets (a key and a node, all atomics;
+//! linear probing, deletion by backward shift, grown by doubling), a [`RwLock`] and a
+//! *version*. Everything that changes the shard's buckets holds the write lock and keeps
+//! the version odd while it changes them ([`Write`]); refreshers hold the read lock and
+//! raise claims in place (atomics of a node's holders, never its shape), as under any
+//! shard lock before.
+//!
+//! [`NodeMap::read`] is the lock-free read of a find: it reads the version, copies the
+//! bucket's words, and reads the version again (a seqlock: `docs/design.md`, "Lock-free
+//! reads"). A copy taken while the version stayed even and unchanged is a node as some
+//! writer left it; anything else is thrown away and read again, and after a few failed
+//! tries (a writer preempted with the version odd) the read takes the read lock instead,
+//! so a reader never spins on a writer for long. Pointers in the copy (holder arrays,
+//! runs) are used only after the check, under an epoch guard: a writer retires what it
+//! unlinks inside its odd window, after the check's reader pinned.
+//!
+//! Every other access takes the shard's lock, as with the `DashMap` this replaces: `get`
+//! (read lock, a view into the bucket), `get_mut` and `entry` (write lock; a writer works
+//! on a copy of the node, written back when it is done, all inside its odd window).
+
+use std::hash::BuildHasher;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
+use crossbeam_utils::CachePadded;
+
+use super::node::Node;
+use crate::id_hasher::IdBuildHasher;
+use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering, RwLock, RwLockReadGuard};
+
+/// Shards of the map: enough that writers on different prefixes rarely meet.
+pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
+const SHARD_BITS: u32 = if cfg!(loom) { 1 } else { 7 };
+/// Buckets of a new shard's table.
+const MIN_BUCKETS: usize = if cfg!(loom) { 4 } else { 8 };
+/// Tries of an optimistic read before it takes the read lock.
+const OPTIMISTIC_TRIES: usize = if cfg!(loom) { 2 } else { 8 };
+
+/// One bucket: a key and a node (free when the node says so, [`Node::is_free`]).
+struct Bucket {
+    key: AtomicU64,
+    node: ManuallyDrop<Node>,
+}
+
+/// A shard's buckets, a power of two of them. Dropping a table drops no node: the map
+/// moves nodes between tables and drops them itself.
+struct Table {
+    buckets: Box<[Bucket]>,
+}
+
+impl Table {
+    fn new(len: usize) -> Self {
+        let buckets = (0..len)
+            .map(|_| Bucket {
+                key: AtomicU64::new(0),
+                node: Node::free(),
+            })
+            .collect();
+        Self { buckets }
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.buckets.len() - 1
+    }
+
+    /// The bucket of `key` (whose hash is `hash`), if it has one. Terminates on any
+    /// contents (a lock-free reader may see a table mid-change): at most one pass.
+    #[inline]
+    fn find(&self, key: u64, hash: u64) -> Option<usize> {
+        let mask = self.mask();
+        let mut i = hash as usize & mask;
+        for _ in 0..=mask {
+            let bucket = &self.buckets[i];
+            if bucket.node.is_free() {
+                return None;
+            }
+            if bucket.key.load(Ordering::Relaxed) == key {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    /// The first free bucket from `hash`'s home (under the write lock; the table always
+    /// has one, [`Shard::grow_for_one_more`]).
+    fn free_from(&self, hash: u64) -> usize {
+        let mask = self.mask();
+        let mut i = hash as usize & mask;
+        while !self.buckets[i].node.is_free() {
+            i = (i + 1) & mask;
+        }
+        i
+    }
+}
+
+/// One shard: its table, the lock of its writers and refreshers, and its version.
+struct Shard {
+    lock: RwLock<()>,
+    /// Odd while a writer changes the table's buckets (or swaps the table).
+    version: AtomicU64,
+    table: Atomic<Table>,
+    /// Occupied buckets (changed under the write lock).
+    len: AtomicUsize,
+}
+
+impl Shard {
+    fn new() -> Self {
+        Self {
+            lock: RwLock::new(()),
+            version: AtomicU64::new(0),
+            table: Atomic::new(Table::new(MIN_BUCKETS)),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// The current table, for a holder of the shard's lock (read or write).
+    #[inline]
+    fn locked_table(&self) -> &Table {
+        // SAFETY: the table is replaced (and the old one retired) only under the write
+        // lock, which the caller's lock excludes or is; while the caller holds it, the
+        // table is neither retired nor freed, and it is never null (`Shard::new`).
+        unsafe {
+            self.table
+                .load(Ordering::Acquire, epoch::unprotected())
+                .deref()
+        }
+    }
+}
+
+/// The node map. Keys are mixed with the map's secret keys ([`IdBuildHasher`]) before
+/// they pick a shard (the top bits) and a bucket (the low bits).
+pub(crate) struct NodeMap {
+    shards: Box<[CachePadded<Shard>]>,
+    hasher: IdBuildHasher,
+}
+
+impl NodeMap {
+    pub(crate) fn new() -> Self {
+        Self {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(Shard::new()))
+                .collect(),
+            hasher: IdBuildHasher::default(),
+        }
+    }
+
+    #[inline]
+    fn hash(&self, key: u64) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    #[inline]
+    fn shard(&self, hash: u64) -> &Shard {
+        &self.shards[(hash >> (64 - SHARD_BITS)) as usize]
+    }
+
+    /// A copy of the node keyed `key`, read without a lock (see the module docs). Its
+    /// pointers may be followed for as long as `guard` stays pinned.
+    #[inline]
+    pub(crate) fn read(&self, key: u64, guard: &Guard) -> Option<NodeCopy> {
+        let hash = self.hash(key);
+        let shard = self.shard(hash);
+        for _ in 0..OPTIMISTIC_TRIES {
+            let before = shard.version.load(Ordering::Acquire);
+            if before & 1 == 0 {
+                // SAFETY: tables are retired with `defer_destroy` after a writer swapped
+                // them out, so the one loaded here stays allocated while `guard` is
+                // pinned; it is never null.
+                let table = unsafe { shard.table.load(Ordering::Acquire, guard).deref() };
+                let copy = table
+                    .find(key, hash)
+                    .map(|i| table.buckets[i].node.copy_words());
+                fence(Ordering::Acquire);
+                if cfg!(loom_break = "read_unchecked")
+                    || shard.version.load(Ordering::Relaxed) == before
+                {
+                    return copy.map(NodeCopy);
+                }
+            }
+            std::hint::spin_loop();
+        }
+        self.get(&key).map(|node| NodeCopy(node.copy_words()))
+    }
+
+    /// The node keyed `key`, read under the shard's read lock (held by the result).
+    #[inline]
+    pub(crate) fn get(&self, key: &u64) -> Option<Ref<'_>> {
+        let hash = self.hash(*key);
+        let shard = self.shard(hash);
+        let lock = shard.lock.read();
+        let table = shard.locked_table();
+        let i = table.find(*key, hash)?;
+        let node: *const Node = &*table.buckets[i].node;
+        Some(Ref { _lock: lock, node })
+    }
+
+    /// The node keyed `key`, to change under the shard's write lock (held by the result).
+    pub(crate) fn get_mut(&self, key: &u64) -> Option<RefMut<'_>> {
+        match self.entry(*key) {
+            Entry::Occupied(o) => Some(RefMut(o)),
+            Entry::Vacant(_) => None,
+        }
+    }
+
+    /// The entry of `key`, under the shard's write lock (held by the result).
+    pub(crate) fn entry(&self, key: u64) -> Entry<'_> {
+        let hash = self.hash(key);
+        let shard = self.shard(hash);
+        let write = Write {
+            _lock: shard.lock.write(),
+            shard,
+            odd: false,
+        };
+        match shard.locked_table().find(key, hash) {
+            Some(index) => {
+                let copy = shard.locked_table().buckets[index].node.copy_words();
+                Entry::Occupied(OccupiedEntry {
+                    map: self,
+                    write,
+                    index,
+                    copy,
+                    dirty: false,
+                })
+            }
+            None => Entry::Vacant(VacantEntry {
+                map: self,
+                write,
+                key,
+                hash,
+            }),
+        }
+    }
+
+    /// Puts `node` at `key`, returning the node it replaces.
+    #[cfg(test)]
+    pub(crate) fn insert(&self, key: u64, node: Node) -> Option<Node> {
+        match self.entry(key) {
+            Entry::Occupied(mut o) => Some(o.insert(node)),
+            Entry::Vacant(v) => {
+                v.insert(node);
+                None
+            }
+        }
+    }
+
+    /// Takes the node keyed `key` out of the map.
+    pub(crate) fn remove(&self, key: &u64) -> Option<(u64, Node)> {
+        match self.entry(*key) {
+            Entry::Occupied(o) => Some((*key, o.remove())),
+            Entry::Vacant(_) => None,
+        }
+    }
+
+    /// Calls `f` with each node and its key, shard after shard under each shard's read
+    /// lock (not a snapshot while writers run).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(u64, &Node)) {
+        for shard in self.shards.iter() {
+            let _lock = shard.lock.read();
+            for bucket in shard.locked_table().buckets.iter() {
+                if !bucket.node.is_free() {
+                    f(bucket.key.load(Ordering::Relaxed), &bucket.node);
+                }
+            }
+        }
+    }
+
+    /// Nodes in the map (each shard's count read in turn).
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.len.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The heap bytes of the tables' buckets.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let buckets: usize = self
+            .shards
+            .iter()
+            .map(|s| {
+                let _lock = s.lock.read();
+                s.locked_table().buckets.len()
+            })
+            .sum();
+        buckets * std::mem::size_of::<Bucket>()
+    }
+
+    /// Moves `node` into a free bucket of `shard`'s table for `hash`, growing the table
+    /// first if it would be more than half full. Under the write lock, in an odd window.
+    fn place(&self, shard: &Shard, key: u64, hash: u64, node: Node) {
+        let len = shard.len.load(Ordering::Relaxed);
+        if 2 * (len + 1) > shard.locked_table().buckets.len() {
+            self.grow(shard);
+        }
+        let table = shard.locked_table();
+        let bucket = &table.buckets[table.free_from(hash)];
+        bucket.key.store(key, Ordering::Relaxed);
+        node.store_words(&bucket.node);
+        std::mem::forget(node); // the bucket owns it now
+        shard.len.store(len + 1, Ordering::Relaxed);
+    }
+
+    /// Doubles `shard`'s table: every node moves to the new one, which is then published
+    /// and the old one retired. Under the write lock, in an odd window.
+    fn grow(&self, shard: &Shard) {
+        let old = shard.locked_table();
+        let new = Table::new(old.buckets.len() * 2);
+        for bucket in old.buckets.iter().filter(|b| !b.node.is_free()) {
+            let key = bucket.key.load(Ordering::Relaxed);
+            let to = &new.buckets[new.free_from(self.hash(key))];
+            to.key.store(key, Ordering::Relaxed);
+            bucket.node.store_words(&to.node);
+        }
+        let guard = epoch::pin();
+        let old = shard.table.swap(Owned::new(new), Ordering::AcqRel, &guard);
+        // SAFETY: unlinked just now (readers that loaded it are pinned, or fail their
+        // version check and load the new one); its nodes moved, and dropping a table drops
+        // no node.
+        unsafe { guard.defer_destroy(old) };
+    }
+
+    /// Empties bucket `hole` of `shard`'s table, shifting back the buckets after it that
+    /// probed past it. Under the write lock, in an odd window.
+    fn erase(&self, shard: &Shard, hole: usize) {
+        let table = shard.locked_table();
+        let mask = table.mask();
+        let mut hole = hole;
+        let mut next = (hole + 1) & mask;
+        loop {
+            let bucket = &table.buckets[next];
+            if bucket.node.is_free() {
+                break;
+            }
+            let key = bucket.key.load(Ordering::Relaxed);
+            let home = self.hash(key) as usize & mask;
+            // The bucket may fill the hole unless its home lies in (hole, next].
+            if next.wrapping_sub(home) & mask >= next.wrapping_sub(hole) & mask {
+                let to = &table.buckets[hole];
+                to.key.store(key, Ordering::Relaxed);
+                bucket.node.store_words(&to.node);
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        table.buckets[hole].node.set_free();
+        let len = shard.len.load(Ordering::Relaxed);
+        shard.len.store(len - 1, Ordering::Relaxed);
+    }
+}
+
+impl Default for NodeMap {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for NodeMap {
+    fn drop(&mut self) {
+        for shard in self.shards.iter() {
+            // SAFETY: `&mut self`: no other thread reads the map, and the table was never
+            // retired (it is the current one).
+            let table = unsafe {
+                shard
+                    .table
+                    .load(Ordering::Relaxed, epoch::unprotected())
+                    .into_owned()
+            };
+            for bucket in table.buckets.iter().filter(|b| !b.node.is_free()) {
+                // Each node once: the bucket owns it, and the table goes now.
+                drop(ManuallyDrop::into_inner(bucket.node.copy_words()));
+            }
+        }
+    }
+}
+
+/// A shard's write lock, and its odd window once [`Write::begin`] opened it.
+struct Write<'a> {
+    _lock: crate::sync::RwLockWriteGuard<'a, ()>,
+    shard: &'a Shard,
+    odd: bool,
+}
+
+impl Write<'_> {
+    /// Makes the version odd (once): lock-free readers now retry until [`Drop`].
+    #[inline]
+    fn begin(&mut self) {
+        if !self.odd {
+            let v = self.shard.version.load(Ordering::Relaxed);
+            self.shard
+                .version
+                .store(v.wrapping_add(1), Ordering::Relaxed);
+            // Orders the odd version before every bucket write that follows.
+            fence(Ordering::Release);
+            self.odd = true;
+        }
+    }
+}
+
+impl Drop for Write<'_> {
+    fn drop(&mut self) {
+        if self.odd {
+            let v = self.shard.version.load(Ordering::Relaxed);
+            self.shard
+                .version
+                .store(v.wrapping_add(1), Ordering::Release);
+        }
+    }
+}
+
+/// A node copied out of the map by a lock-free read: a value, owning nothing.
+pub(crate) struct NodeCopy(ManuallyDrop<Node>);
+
+impl Deref for NodeCopy {
+    type Target = Node;
+    #[inline]
+    fn deref(&self) -> &Node {
+        &self.0
+    }
+}
+
+/// A node read under its shard's read lock.
+pub(crate) struct Ref<'a> {
+    _lock: RwLockReadGuard<'a, ()>,
+    node: *const Node,
+}
+
+impl Deref for Ref<'_> {
+    type Target = Node;
+    #[inline]
+    fn deref(&self) -> &Node {
+        // SAFETY: a bucket of the shard's current table, which no writer changes or
+        // retires while `_lock` (the read lock) is held.
+        unsafe { &*self.node }
+    }
+}
+
+/// A node changed under its shard's write lock: written back when dropped.
+pub(crate) struct RefMut<'a>(OccupiedEntry<'a>);
+
+impl Deref for RefMut<'_> {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        self.0.get()
+    }
+}
+
+impl DerefMut for RefMut<'_> {
+    fn deref_mut(&mut self) -> &mut Node {
+        self.0.get_mut()
+    }
+}
+
+/// A key's place in the map, under its shard's write lock.
+pub(crate) enum Entry<'a> {
+    Occupied(OccupiedEntry<'a>),
+    Vacant(VacantEntry<'a>),
+}
+
+/// A key with a node. The writer works on a copy of the node, written back on drop.
+pub(crate) struct OccupiedEntry<'a> {
+    map: &'a NodeMap,
+    write: Write<'a>,
+    index: usize,
+    copy: ManuallyDrop<Node>,
+    /// The copy may differ from the bucket: write it back.
+    dirty: bool,
+}
+
+impl OccupiedEntry<'_> {
+    pub(crate) fn get(&self) -> &Node {
+        &self.copy
+    }
+
+    /// The node, to change: opens the odd window (whatever the change retires, it
+    /// retires inside it, after readers of the old words pinned).
+    pub(crate) fn get_mut(&mut self) -> &mut Node {
+        self.write.begin();
+        self.dirty = true;
+        &mut self.copy
+    }
+
+    /// Replaces the node, returning the old one.
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, node: Node) -> Node {
+        std::mem::replace(self.get_mut(), node)
+    }
+
+    /// Takes the node out of the map.
+    pub(crate) fn remove(mut self) -> Node {
+        self.write.begin();
+        self.map.erase(self.write.shard, self.index);
+        self.dirty = false;
+        // The bucket no longer holds the node: the copy is its only owner now (and `self`
+        // keeps a node that owns nothing, and writes nothing back).
+        ManuallyDrop::into_inner(std::mem::replace(&mut self.copy, Node::free()))
+    }
+}
+
+impl Drop for OccupiedEntry<'_> {
+    fn drop(&mut self) {
+        if self.dirty {
+            let table = self.write.shard.locked_table();
+            self.copy.store_words(&table.buckets[self.index].node);
+        }
+    }
+}
+
+/// A key without a node.
+pub(crate) struct VacantEntry<'a> {
+    map: &'a NodeMap,
+    write: Write<'a>,
+    key: u64,
+    hash: u64,
+}
+
+impl VacantEntry<'_> {
+    pub(crate) fn insert(mut self, node: Node) {
+        self.write.begin();
+        self.map.place(self.write.shard, self.key, self.hash, node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::tree::claim::Claim;
+    use crate::{LocalBlockHash, SequenceHash};
+
+    /// A node whose words tell its key: parent `key ^ PARENT`, local `key`.
+    const PARENT: u64 = 0x5a5a_5a5a;
+
+    fn node(key: u64, slot: u32, expiry: u64) -> Node {
+        let parent = SequenceHash(key ^ PARENT);
+        Node::new(parent, LocalBlockHash(key), 1, slot, Claim::approx(expiry))
+    }
+
+    /// A small deterministic generator (xorshift64*).
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state >> 12;
+        *state ^= *state << 25;
+        *state ^= *state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Inserts, replacements and removals (with the backward shifts and growths they
+    /// cause) agree with a `HashMap`, read locked and lock-free alike.
+    #[test]
+    fn agrees_with_a_hash_map_through_inserts_removes_and_growth() {
+        let map = NodeMap::new();
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        let guard = epoch::pin();
+        let mut rng = 0x1234_5678_9abc_def1;
+        let initial = map.heap_bytes();
+        for step in 0..40_000u64 {
+            let r = next(&mut rng);
+            let key = r % 3_000;
+            if r >> 62 == 0 {
+                let removed = map
+                    .remove(&key)
+                    .map(|(_, n)| n.holders(&guard)[0].claim().expiry);
+                assert_eq!(removed, model.remove(&key), "step {step}");
+            } else {
+                let replaced = map
+                    .insert(key, node(key, 1, step))
+                    .map(|n| n.holders(&guard)[0].claim().expiry);
+                assert_eq!(replaced, model.insert(key, step), "step {step}");
+            }
+            if step % 4_000 == 0 || step == 39_999 {
+                assert_eq!(map.len(), model.len());
+                for key in 0..3_000 {
+                    let want = model.get(&key).copied();
+                    let locked = map.get(&key).map(|n| n.holders(&guard)[0].claim().expiry);
+                    let read = map.read(key, &guard).map(|n| {
+                        assert_eq!((n.parent().0, n.local().0), (key ^ PARENT, key));
+                        n.holders(&guard)[0].claim().expiry
+                    });
+                    assert_eq!((locked, read), (want, want), "key {key} at step {step}");
+                }
+                let mut seen = 0;
+                map.for_each(|key, n| {
+                    assert_eq!(
+                        Some(n.holders(&guard)[0].claim().expiry),
+                        model.get(&key).copied()
+                    );
+                    seen += 1;
+                });
+                assert_eq!(seen, model.len());
+            }
+        }
+        assert!(map.heap_bytes() > initial, "the tables grew");
+    }
+
+    /// A writer's changes (holders added in place and by new arrays, back inline, the node
+    /// removed and put back, the table grown) never show a reader a torn node: every
+    /// lock-free read is a node some writer left, whose holders read whole.
+    #[test]
+    fn lock_free_reads_see_only_whole_nodes_while_a_writer_changes_them() {
+        let map = std::sync::Arc::new(NodeMap::new());
+        let keys: Vec<u64> = (0..64).collect();
+        let rounds = 2_000u64;
+        let writer = {
+            let (map, keys) = (map.clone(), keys.clone());
+            std::thread::spawn(move || {
+                for round in 0..rounds {
+                    let guard = epoch::pin();
+                    for &key in &keys {
+                        match map.entry(key) {
+                            Entry::Vacant(v) => v.insert(node(key, 1, 10)),
+                            Entry::Occupied(mut o) => {
+                                let n = o.get_mut();
+                                if round % 3 == 2 {
+                                    n.settle(2, |_| crate::tree::node::Settle::Remove, &guard);
+                                    n.settle(3, |_| crate::tree::node::Settle::Remove, &guard);
+                                } else {
+                                    n.upsert(2 + (round % 3) as u32, Claim::approx(20), &guard);
+                                }
+                            }
+                        }
+                    }
+                    if round % 7 == 6 {
+                        for &key in keys.iter().step_by(2) {
+                            map.remove(&key);
+                        }
+                    }
+                    // New keys now and then: the tables grow under the readers.
+                    map.insert(1_000 + round, node(1_000 + round, 1, 10));
+                }
+            })
+        };
+        let mut reads = 0u64;
+        while !writer.is_finished() || reads == 0 {
+            let guard = epoch::pin();
+            for &key in &keys {
+                let Some(n) = map.read(key, &guard) else {
+                    continue;
+                };
+                assert_eq!((n.parent().0, n.local().0), (key ^ PARENT, key));
+                let holders: Vec<(u32, u64)> = n
+                    .holders(&guard)
+                    .iter()
+                    .map(|h| (h.slot(), h.claim().expiry))
+                    .collect();
+                assert!(matches!(holders.first(), Some(&(1, 10))), "{holders:?}");
+                assert!(holders.windows(2).all(|w| w[0].0 < w[1].0), "{holders:?}");
+                assert!(holders[1..]
+                    .iter()
+                    .all(|&(s, e)| (2..=3).contains(&s) && e == 20));
+                reads += 1;
+            }
+        }
+        writer.join().unwrap();
+        // The last removal round (1994) was followed by rounds that put the keys back.
+        assert_eq!(map.len(), keys.len() + rounds as usize);
+    }
+}
