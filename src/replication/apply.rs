@@ -16,7 +16,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// replica's own (those it took since it was built: a replica restarted with the same
     /// [`replica_id`](crate::Builder::replica_id) applies what it decided before, as
     /// replayed by a transport). Blocks are placed by the chain of their tokens hashes (as
-    /// [`compute_seq_hashes`](crate::compute_seq_hashes)), which is what finds look up.
+    /// [`compute_seq_hashes`]), which is what finds look up.
     ///
     /// Decisions of one origin are applied one at a time; apply them in their order.
     ///

@@ -61,7 +61,7 @@ impl Holder {
 
     /// Raises the claim to include `want`: sets the exact bit if wanted, moves the expiry
     /// only later. Writes nothing when the claim already covers `want` (no cache-line
-    /// transfer on a refresh that changes nothing). Only [`Node::update_claim`] calls it,
+    /// transfer on a refresh that changes nothing). Only [`Node::update_claim`](super::node::Node::update_claim) calls it,
     /// under the shard read lock (the loom models also call it without, to show why not).
     #[inline]
     pub(crate) fn raise(&self, want: Claim) {

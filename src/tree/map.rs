@@ -2,7 +2,8 @@
 //! whose finds read without a lock and write no shared memory.
 //!
 //! Each of the [`SHARDS`] shards has a table of buckets (a key and a node, all atomics;
-//! linear probing, deletion by backward shift, grown by doubling), a [`RwLock`] and a
+//! linear probing, at most half full, deletion by backward shift, grown by doubling and
+//! never shrunk, as the hash tables of the standard library), a [`RwLock`] and a
 //! *version*. Everything that changes the shard's buckets holds the write lock and keeps
 //! the version odd while it changes them ([`Write`]); refreshers hold the read lock and
 //! raise claims in place (atomics of a node's holders, never its shape), as under any
@@ -88,7 +89,7 @@ impl Table {
     }
 
     /// The first free bucket from `hash`'s home (under the write lock; the table always
-    /// has one, [`Shard::grow_for_one_more`]).
+    /// has one: [`NodeMap::place`] grows it first).
     fn free_from(&self, hash: u64) -> usize {
         let mask = self.mask();
         let mut i = hash as usize & mask;
