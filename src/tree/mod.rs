@@ -50,10 +50,12 @@ pub(crate) struct Tree {
     /// Heap bytes of the holder arrays (nodes with two or more holders) and of the runs, as
     /// a wrapping sum of the changes that shape changes made ([`Tree::reshape`], `run.rs`).
     array_bytes: StripedCounter,
-    /// Runs in the tree (`run.rs`): while there are none, every block has a key.
-    runs: std::sync::atomic::AtomicUsize,
+    /// Runs in the tree (`run.rs`): while there are none, every block has a key. Padded,
+    /// as `run_blocks`: every new run writes them, and no find's read of `nodes` and
+    /// `nested` should miss for it.
+    runs: crossbeam_utils::CachePadded<std::sync::atomic::AtomicUsize>,
     /// The blocks of those runs.
-    run_blocks: std::sync::atomic::AtomicUsize,
+    run_blocks: crossbeam_utils::CachePadded<std::sync::atomic::AtomicUsize>,
     /// Entries that splits merged into a block the run's slot already held (left above a
     /// gap, as walks and purges may leave them): the slot's count has them twice, until
     /// the engine takes them ([`Tree::take_merged`]) and uncounts them.
@@ -85,8 +87,8 @@ impl Tree {
             nodes: NodeMap::new(),
             nested: std::sync::atomic::AtomicBool::new(true),
             array_bytes: StripedCounter::default(),
-            runs: std::sync::atomic::AtomicUsize::new(0),
-            run_blocks: std::sync::atomic::AtomicUsize::new(0),
+            runs: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
+            run_blocks: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
             merged: crate::sync::SegQueue::new(),
             splitting: parking_lot::Mutex::new(()),
         }
