@@ -16,9 +16,9 @@
 //! the pieces are thawed. A key the pieces need that is taken (blocks or runs left above a
 //! gap by walks) makes the cut fall back to splitting the run up.
 
-use super::map::Entry;
 use crossbeam_epoch::Guard;
 
+use super::map::Entry;
 use super::node::{Kind, Node};
 use super::run::{self, run_at, Run, MIN_RUN};
 use super::runs::Frozen;

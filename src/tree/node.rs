@@ -12,11 +12,15 @@
 //! counted in `len`), anything else builds a new array and swaps it in.
 //!
 //! Protocol (see `docs/design.md`, "Epoch protocol"):
-//! - readers (find, dump) copy the array pointer and `len` under the shard read lock, drop
-//!   the lock, and read those `len` holders under an epoch guard: a later append writes only
-//!   cells past them, and a later shape change publishes a new array. An inline holder is
-//!   copied out under the lock instead ([`Holders::Sole`]): the bucket it lives in may move
-//!   once the lock is dropped;
+//! - readers copy the array pointer and `len` as a pair (a dump under the shard read lock,
+//!   which it then drops; a find in a copy of the node that the map checks against the
+//!   shard's version, `map.rs`), and read those `len` holders under an epoch guard: a later
+//!   append writes only cells past them, and a later shape change publishes a new array. An
+//!   inline holder is copied out instead ([`Holders::Sole`]): the bucket it lives in may
+//!   move once the lock is dropped or the copy checked;
+//! - a writer changes a copy of the node, which the map writes back into the bucket inside
+//!   the shard's odd window (`map.rs`), so `&mut self` here is the write lock and never
+//!   the bucket a lock-free reader is copying;
 //! - refreshers update a claim atomically while holding the shard *read* lock, so a shape
 //!   change or walk (write lock) never runs concurrently and can never lose a refresh;
 //! - a shape change copies the current claims into a new array, publishes it, and
@@ -569,6 +573,7 @@ impl Node {
     /// (relaxed), for readers that copy them lock-free (see [`Node::copy_words`]).
     #[inline]
     pub(crate) fn store_words(&self, dst: &Node) {
+        debug_assert!(!self.is_free(), "a node, never a free bucket's, is stored");
         dst.parent
             .store(self.parent.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.local

@@ -4,10 +4,10 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::map::Entry;
 use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
+use super::map::Entry;
 use super::node::{Kind, Node};
 use super::run::{self, MIN_RUN};
 use super::{Block, Tree};

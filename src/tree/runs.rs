@@ -24,10 +24,10 @@
 
 use std::sync::atomic::Ordering::SeqCst;
 
-use super::map::Entry;
 use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
+use super::map::Entry;
 use super::node::{Kind, Node, Outcome, Settle};
 use super::run::{bytes_of, run_at, Run, MIN_RUN};
 use super::Tree;

@@ -1,10 +1,10 @@
 //! Walks: a decision's timer (or an eviction) ending a slot's claims from a leaf towards
 //! the root, and the purge of dead slots' entries that no walk reaches.
 
-use super::map::Entry;
 use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
+use super::map::Entry;
 use super::node::{Kind, Outcome, Settle};
 use super::run;
 use super::runs::RunWalk;
