@@ -102,7 +102,9 @@ impl Table {
 
 /// One shard: its table, the lock of its writers and refreshers, and its version.
 struct Shard {
-    lock: RwLock<()>,
+    /// On a cache line of its own: refreshers write the lock word (a read lock is a write
+    /// to it), and lock-free readers should not miss on `version` and `table` for that.
+    lock: CachePadded<RwLock<()>>,
     /// Odd while a writer changes the table's buckets (or swaps the table).
     version: AtomicU64,
     table: Atomic<Table>,
@@ -113,7 +115,7 @@ struct Shard {
 impl Shard {
     fn new() -> Self {
         Self {
-            lock: RwLock::new(()),
+            lock: CachePadded::new(RwLock::new(())),
             version: AtomicU64::new(0),
             table: Atomic::new(Table::new(MIN_BUCKETS)),
             len: AtomicUsize::new(0),
