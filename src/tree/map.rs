@@ -47,6 +47,16 @@ struct Bucket {
     node: ManuallyDrop<Node>,
 }
 
+impl Bucket {
+    /// Writes `key` and `node`'s words here (under the write lock, in an odd window); the
+    /// caller gives up `node` (moved here) or frees its old bucket.
+    #[inline]
+    fn fill(&self, key: u64, node: &Node) {
+        self.key.store(key, Ordering::Relaxed);
+        node.store_words(&self.node);
+    }
+}
+
 /// A shard's buckets, a power of two of them. Dropping a table drops no node: the map
 /// moves nodes between tables and drops them itself.
 struct Table {
@@ -220,9 +230,10 @@ impl NodeMap {
             shard,
             odd: false,
         };
-        match shard.locked_table().find(key, hash) {
+        let table = shard.locked_table();
+        match table.find(key, hash) {
             Some(index) => {
-                let copy = shard.locked_table().buckets[index].node.copy_words();
+                let copy = table.buckets[index].node.copy_words();
                 Entry::Occupied(OccupiedEntry {
                     map: self,
                     write,
@@ -302,9 +313,7 @@ impl NodeMap {
             self.grow(shard);
         }
         let table = shard.locked_table();
-        let bucket = &table.buckets[table.free_from(hash)];
-        bucket.key.store(key, Ordering::Relaxed);
-        node.store_words(&bucket.node);
+        table.buckets[table.free_from(hash)].fill(key, &node);
         std::mem::forget(node); // the bucket owns it now
         shard.len.store(len + 1, Ordering::Relaxed);
     }
@@ -316,9 +325,7 @@ impl NodeMap {
         let new = Table::new(old.buckets.len() * 2);
         for bucket in old.buckets.iter().filter(|b| !b.node.is_free()) {
             let key = bucket.key.load(Ordering::Relaxed);
-            let to = &new.buckets[new.free_from(self.hash(key))];
-            to.key.store(key, Ordering::Relaxed);
-            bucket.node.store_words(&to.node);
+            new.buckets[new.free_from(self.hash(key))].fill(key, &bucket.node);
         }
         let guard = epoch::pin();
         let old = shard.table.swap(Owned::new(new), Ordering::AcqRel, &guard);
@@ -344,9 +351,7 @@ impl NodeMap {
             let home = self.hash(key) as usize & mask;
             // The bucket may fill the hole unless its home lies in (hole, next].
             if next.wrapping_sub(home) & mask >= next.wrapping_sub(hole) & mask {
-                let to = &table.buckets[hole];
-                to.key.store(key, Ordering::Relaxed);
-                bucket.node.store_words(&to.node);
+                table.buckets[hole].fill(key, &bucket.node);
                 hole = next;
             }
             next = (next + 1) & mask;
