@@ -98,6 +98,7 @@ mod id_hasher;
 mod indexer;
 #[cfg(all(loom, test))]
 mod loom_models;
+mod prefetch;
 pub mod replication;
 mod scores;
 mod sharing;

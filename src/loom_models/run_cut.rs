@@ -7,7 +7,7 @@ use loom::sync::{Arc, RwLock};
 use super::node::Node;
 use super::{Claim, Shard};
 use crate::slot::Slot;
-use crate::tree::run::{run_at, Run};
+use crate::tree::run::{run_at, Run, RunSpan};
 use crate::{LocalBlockHash, SequenceHash};
 
 /// Blocks of the run, and where the cut falls.
@@ -31,7 +31,13 @@ pub(super) fn run_shards(slot: Slot, expiry: u64) -> RunShards {
     let local: Vec<LocalBlockHash> = (1..=LEN as u64).map(LocalBlockHash).collect();
     let seq = crate::compute_seq_hashes(&local);
     let run = Run::make(&local, &seq);
-    let head = Node::run_head(SequenceHash(0), run, 0, slot, expiry);
+    let head = Node::run_head(
+        SequenceHash(0),
+        (run, RunSpan::of_seq(&seq)),
+        0,
+        slot,
+        expiry,
+    );
     let tail = Node::run_tail(seq[0], run, LEN as u32 - 1);
     RunShards {
         seq,
@@ -71,8 +77,9 @@ pub(super) fn cut(shards: &RunShards, guard: &crossbeam_epoch::Guard) {
         let local = LocalBlockHash(r.locals()[i]);
         Node::held_by(parent, local, i as u32, &copied, guard)
     };
-    let first = block(0, SequenceHash(0)).into_head(a);
-    let second = block(CUT, SequenceHash(r.seqs()[CUT - 1])).into_head(b);
+    let first = block(0, SequenceHash(0)).into_head(a, RunSpan::of(&r.seqs()[..CUT]));
+    let second =
+        block(CUT, SequenceHash(r.seqs()[CUT - 1])).into_head(b, RunSpan::of(&r.seqs()[CUT..]));
     let marker = Node::run_tail(SequenceHash(r.seqs()[CUT]), b, LEN as u32 - 1);
     if cfg!(loom_break = "cut_head_first") {
         // Broken: the head names the first piece before the second is in.

@@ -21,7 +21,7 @@ use loom::thread;
 
 use super::node::{Kind, Node};
 use super::{claim_of, Claim, Shard};
-use crate::tree::run::{run_at, Run};
+use crate::tree::run::{run_at, Run, RunSpan};
 use crate::{LocalBlockHash, SequenceHash};
 
 const WORKER: u32 = 1;
@@ -56,7 +56,7 @@ fn refresh_races_split() {
         let run = Run::make(&local, &seq);
         let head: Arc<Shard> = Arc::new(RwLock::new(Some(Node::run_head(
             SequenceHash(0),
-            run,
+            (run, RunSpan::of_seq(&seq)),
             0,
             WORKER,
             OLD,

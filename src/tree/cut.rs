@@ -20,7 +20,7 @@ use crossbeam_epoch::Guard;
 
 use super::map::Entry;
 use super::node::{Kind, Node};
-use super::run::{self, run_at, Run, MIN_RUN};
+use super::run::{self, run_at, Run, RunSpan, MIN_RUN};
 use super::runs::Frozen;
 use super::Tree;
 use crate::{LocalBlockHash, SequenceHash};
@@ -132,7 +132,7 @@ impl Tree {
         if let Some(b) = second {
             let placed = match self.nodes.entry(seqs[k]) {
                 Entry::Vacant(v) => {
-                    v.insert(counted(block(k).into_head(b)));
+                    v.insert(counted(block(k).into_head(b, RunSpan::of(&seqs[k..]))));
                     true
                 }
                 Entry::Occupied(_) => false,
@@ -168,7 +168,7 @@ impl Tree {
         if let Some(mut node) = self.nodes.get_mut(&head.0) {
             if node.kind() == Kind::Head(run) {
                 let new = match first {
-                    Some(a) => block(0).into_head(a),
+                    Some(a) => block(0).into_head(a, RunSpan::of(&seqs[..k])),
                     None => block(0),
                 };
                 self.reshape(&mut node, guard, |n| *n = new);

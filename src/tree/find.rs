@@ -12,9 +12,10 @@ use std::cell::RefCell;
 use crossbeam_epoch::Guard;
 
 use super::node::Kind;
-use super::run::{QueryKeys, RunAt};
+use super::run::{QueryKeys, RunAt, RunSpan};
 use super::{Holder, Holders, Tree};
 use crate::hash::SeqChain;
+use crate::prefetch::prefetch;
 use crate::scores::ScoreSink;
 use crate::slot::{Slot, SlotOwners};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey, WorkerWithDpRank};
@@ -86,13 +87,19 @@ struct Keys<'q, 's> {
 }
 
 impl<'q, 's> Keys<'q, 's> {
-    /// Loads the key of block `k` of a query of sequence hashes (if there is one) ahead of
-    /// its use, so that a cache miss on it overlaps other work; nothing for local hashes,
-    /// which the find chains only as far as it needs.
+    /// Starts loading every key of a query of sequence hashes, a cache line at a time
+    /// (a query hashed long ago is out of cache, and the probes read its keys out of
+    /// order); nothing for local hashes, which the find chains as far as it needs.
     #[inline]
-    fn preload(&self, k: usize) {
+    fn preload(&self) {
         if let Query::Seq(seq) = self.query {
-            std::hint::black_box(seq.get(k).map(|key| key.0));
+            const PER_LINE: usize = 64 / std::mem::size_of::<SequenceHash>();
+            for k in (0..seq.len()).step_by(PER_LINE) {
+                prefetch(&seq[k]);
+            }
+            if let Some(last) = seq.last() {
+                prefetch(last);
+            }
         }
     }
 
@@ -143,31 +150,63 @@ impl QueryKeys for Keys<'_, '_> {
     }
 }
 
+/// What a probe of one block found.
+struct Probed<'g> {
+    /// The block's holders (none if it has no key: missing, or inside a run).
+    holders: Holders<'g>,
+    /// The run the block begins, if it is a run's head.
+    starts: Option<RunAt<'g>>,
+    /// The run the block ends, if it is a run's tail marker: the key and span that its
+    /// head records (the holders above are the head's).
+    ends: Option<(u64, RunSpan)>,
+}
+
+impl Probed<'_> {
+    const NONE: Self = Self {
+        holders: Holders::NONE,
+        starts: None,
+        ends: None,
+    };
+}
+
 impl Tree {
-    /// The holders of the block keyed `key` (none if it has no key: missing, or inside a
-    /// run), and the run it begins, if it is a run's head. A tail marker reads as its run's
-    /// holder (a second probe, of the head).
+    /// What the block keyed `key` is: its holders, and the run it begins or ends. A tail
+    /// marker reads as its run's holder (a second probe, of the head).
     ///
     /// Lock-free: each probe is a [`NodeMap::read`](super::map::NodeMap::read), a copy of
     /// the node as some writer left it.
     #[inline]
-    fn probe<'g>(&self, key: u64, guard: &'g Guard) -> (Holders<'g>, Option<RunAt<'g>>) {
+    fn probe<'g>(&self, key: u64, guard: &'g Guard) -> Probed<'g> {
         let Some(node) = self.nodes.read(key, guard) else {
-            return (Holders::NONE, None);
+            return Probed::NONE;
         };
         match node.kind() {
-            Kind::Block => (node.holders(guard), None),
-            // SAFETY: a head's run, read from a copy that the map checked, with `guard`
-            // pinned since before the read (a run is retired only after its head leaves
-            // the map, `map.rs`).
-            Kind::Head(run) => (node.holders(guard), Some(unsafe { RunAt::new(run, guard) })),
+            Kind::Block => Probed {
+                holders: node.holders(guard),
+                ..Probed::NONE
+            },
+            Kind::Head(run) => Probed {
+                holders: node.holders(guard),
+                // SAFETY: a head's run, read from a copy that the map checked, with
+                // `guard` pinned since before the read (a run is retired only after its
+                // head leaves the map, `map.rs`).
+                starts: Some(unsafe { RunAt::new(run, node.run_span(), guard) }),
+                ends: None,
+            },
             Kind::Tail { head, run } => {
                 match self.nodes.read(head.0, guard) {
-                    Some(h) if h.kind() == Kind::Head(run) => (h.holders(guard), None),
+                    Some(h) if h.kind() == Kind::Head(run) => Probed {
+                        holders: h.holders(guard),
+                        starts: None,
+                        ends: Some((head.0, h.run_span())),
+                    },
                     // The run is gone, or split up since: its blocks have keys again.
                     _ => match self.nodes.read(key, guard) {
-                        Some(n) if n.kind() == Kind::Block => (n.holders(guard), None),
-                        _ => (Holders::NONE, None),
+                        Some(n) if n.kind() == Kind::Block => Probed {
+                            holders: n.holders(guard),
+                            ..Probed::NONE
+                        },
+                        _ => Probed::NONE,
                     },
                 }
             }
@@ -213,8 +252,15 @@ impl Tree {
         let mut keys = Keys::new(query, seq);
         // The last block is probed next: its key's load, from a query the caller may have
         // hashed long ago (out of cache), overlaps the first probe.
-        keys.preload(n - 1);
-        let (first, run) = self.probe(keys.key(0), guard);
+        keys.preload();
+        if keys.at_hand() {
+            self.nodes.prefetch(keys.key(n - 1), guard);
+        }
+        let Probed {
+            holders: first,
+            starts: run,
+            ..
+        } = self.probe(keys.key(0), guard);
         active.extend(live_workers(&first, now, workers));
         if active.is_empty() {
             return;
@@ -237,6 +283,7 @@ impl Tree {
         // jumps to where they part.
         let mut lo = 0;
         if let Some(run) = run {
+            self.prefetch_past(run, 0, &mut keys, guard);
             // Every active worker holds the run (they are its head's holders).
             match through_run(run, (0, n), &mut keys, active, out) {
                 Some(end) => lo = end,
@@ -247,16 +294,30 @@ impl Tree {
             settle(active, out, 1);
             return;
         }
-        let (last, _) = self.probe(keys.key(n - 1), guard);
+        let Probed {
+            holders: last,
+            ends,
+            ..
+        } = self.probe(keys.key(n - 1), guard);
         if all_kept(active, &last, now) {
             settle(active, out, n);
             return;
         }
         retain_missing(active, &last, now, |worker| report(out, worker, n as u32));
+        // Where the run that the last block ends begins, if the query reaches it there:
+        // every block from there on has the last block's holders, so each worker left
+        // misses that block already.
+        let last_run = ends.and_then(|(head, span)| {
+            let at = n.checked_sub(span.len)?;
+            (keys.key(at) == head).then_some(at)
+        });
         'search: while !active.is_empty() {
             // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
             // block `hi`'s holders (`None`: the last block's).
-            let (mut hi, mut at_hi) = (n - 1, None);
+            let (mut hi, mut at_hi) = match last_run {
+                Some(at) if lo < at => (at, None),
+                _ => (n - 1, None),
+            };
             // The run block `hi` begins, if it is a run's head.
             let mut run_hi = None;
             let mut step = 1;
@@ -270,7 +331,14 @@ impl Tree {
                 } else {
                     break;
                 };
-                let (holders, run) = self.probe(keys.key(p), guard);
+                let Probed {
+                    holders,
+                    starts: run,
+                    ..
+                } = self.probe(keys.key(p), guard);
+                if let Some(run) = run {
+                    self.prefetch_past(run, p, &mut keys, guard);
+                }
                 if !all_kept(active, &holders, now) {
                     (hi, at_hi, run_hi) = (p, Some(holders), run);
                     continue;
@@ -311,6 +379,18 @@ impl Tree {
         }
     }
 
+    /// Starts loading the bucket of the block after the run that the query reaches at
+    /// block `at`, where a find that goes through the run probes next: its miss then
+    /// overlaps the reads of the run's holders (only for a query of sequence hashes, whose
+    /// keys are at hand).
+    #[inline]
+    fn prefetch_past(&self, run: RunAt<'_>, at: usize, keys: &mut Keys<'_, '_>, guard: &Guard) {
+        let next = at + run.span().len;
+        if keys.at_hand() && next < keys.query.len() {
+            self.nodes.prefetch(keys.key(next), guard);
+        }
+    }
+
     /// The block-by-block walk, for when holder sets may not be nested.
     fn find_walk<W: WorkerKey>(
         &self,
@@ -327,7 +407,11 @@ impl Tree {
         let mut keys = Keys::new(query, seq);
         let mut i = 0;
         while i < n {
-            let (holders, run) = self.probe(keys.key(i), guard);
+            let Probed {
+                holders,
+                starts: run,
+                ..
+            } = self.probe(keys.key(i), guard);
             if i == 0 {
                 active.extend(live_workers(&holders, now, workers));
             } else {
@@ -367,6 +451,17 @@ enum Jump {
 /// reached at `at`.
 #[inline]
 fn jump(run: RunAt<'_>, at: usize, n: usize, keys: &mut impl QueryKeys) -> Jump {
+    // The query reaches the run's last block with its sequence hash: it goes through the
+    // whole run, decided from the head's copy without loading the run.
+    let span = run.span();
+    let end = at + span.len;
+    if span.len > 0 && end <= n && keys.key(end - 1) == span.tail {
+        return if end == n {
+            Jump::Whole
+        } else {
+            Jump::Past(end - 1)
+        };
+    }
     let run = run.get();
     let matched = run.matched(at, n, keys);
     if at + matched == n {
@@ -503,3 +598,6 @@ fn retain_holders_by<T: Copy>(
         keep(held, worker)
     });
 }
+
+#[cfg(test)]
+mod tests;

@@ -149,7 +149,7 @@ impl Tree {
         (self.nodes.len() + blocks).saturating_sub(2 * runs)
     }
 
-    /// An estimate of the heap bytes held: the map's buckets (key and inline node, 40
+    /// An estimate of the heap bytes held: the map's buckets (key and inline node, 64
     /// bytes) at their current capacity, plus the holder arrays of nodes held by two or
     /// more slots (an 8-byte capacity header and 16 bytes per cell) and the runs, before
     /// allocator rounding.
@@ -260,7 +260,7 @@ mod tests {
         let sizes = (tree.nodes.len(), tree.len(), tree.runs.load(Relaxed));
         assert_eq!(sizes, (2, 6, 1), "a head and a tail marker for 6 blocks");
         let map = tree.nodes.heap_bytes();
-        assert_eq!(map, map::SHARDS * 8 * (8 + 32), "every shard's first table");
+        assert_eq!(map, map::SHARDS * 8 * 64, "every shard's first table");
         assert_eq!(tree.estimated_bytes(), map + run);
         // The whole run refreshed: in place, one entry.
         assert_eq!(tree.record(1, (&local, &seq), 110, false, &guard), 0);

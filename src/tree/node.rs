@@ -34,10 +34,11 @@ use super::holder::{
 };
 use crate::slot::Slot;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::tree::run::RunSpan;
 use crate::{LocalBlockHash, SequenceHash};
 
 /// A radix-tree node, stored inline as the value of the node map (keyed by its sequence
-/// hash): 32 bytes.
+/// hash): 48 bytes.
 ///
 /// Its holders are in one of two places, told apart by the `ARRAY` flag of `meta`:
 /// - **inline** (flag clear): one holder, whose slot is `slot_or_len`, whose approximate
@@ -59,6 +60,11 @@ pub(crate) struct Node {
     local: AtomicU64,
     /// Inline: the holder's approximate expiry (0: none). Array: the array's pointer.
     word: AtomicU64,
+    /// A head's run, as far as a find reads it before the run itself ([`RunSpan`]): its
+    /// number of blocks and its last block's sequence hash. Zero in other nodes. A run
+    /// never changes, so neither do these while the node heads it.
+    run_len: AtomicU64,
+    run_tail: AtomicU64,
     /// Inline: the holder's slot. Array: how many leading cells are holders (the rest are
     /// free room).
     slot_or_len: AtomicU32,
@@ -84,7 +90,7 @@ const TAIL: u32 = 1 << 27;
 pub(crate) const MAX_DEPTH: u32 = TAIL - 1;
 
 // The layout the memory figures in `docs/design.md` assume.
-const _: () = assert!(std::mem::size_of::<Node>() == 32 || cfg!(loom));
+const _: () = assert!(std::mem::size_of::<Node>() == 48 || cfg!(loom));
 
 /// What a map entry is (see [`Node::kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +154,8 @@ impl Node {
             parent: AtomicU64::new(parent.0),
             local: AtomicU64::new(local.0),
             word: AtomicU64::new(claim.expiry),
+            run_len: AtomicU64::new(0),
+            run_tail: AtomicU64::new(0),
             slot_or_len: AtomicU32::new(slot),
             meta: AtomicU32::new(depth.min(MAX_DEPTH) | if claim.exact { EXACT } else { 0 }),
         }
@@ -171,19 +179,22 @@ impl Node {
         node
     }
 
-    /// This node, made the head of the run `run` (`Owned::into_usize`): its holders hold
-    /// every block of the run.
-    pub(crate) fn into_head(self, run: usize) -> Self {
+    /// This node, made the head of the run `run` (`Owned::into_usize`), whose blocks
+    /// `span` tells: its holders hold every block of the run.
+    pub(crate) fn into_head(self, run: usize, span: RunSpan) -> Self {
         self.local.store(run as u64, Ordering::Relaxed);
+        self.run_len.store(span.len as u64, Ordering::Relaxed);
+        self.run_tail.store(span.tail, Ordering::Relaxed);
         self.meta.fetch_or(HEAD, Ordering::Relaxed);
         self
     }
 
     /// The head of a run: the run's first block, held by `slot` with `claim` on every
-    /// block of the run; `run` is the run's pointer (`Owned::into_usize`).
+    /// block of the run; `run` is the run's pointer (`Owned::into_usize`), `span` its
+    /// blocks.
     pub(crate) fn run_head(
         parent: SequenceHash,
-        run: usize,
+        (run, span): (usize, RunSpan),
         depth: u32,
         slot: Slot,
         expiry: u64,
@@ -192,6 +203,8 @@ impl Node {
             parent: AtomicU64::new(parent.0),
             local: AtomicU64::new(run as u64),
             word: AtomicU64::new(expiry),
+            run_len: AtomicU64::new(span.len as u64),
+            run_tail: AtomicU64::new(span.tail),
             slot_or_len: AtomicU32::new(slot),
             meta: AtomicU32::new(depth.min(MAX_DEPTH) | HEAD),
         }
@@ -203,6 +216,8 @@ impl Node {
             parent: AtomicU64::new(head.0),
             local: AtomicU64::new(run as u64),
             word: AtomicU64::new(0),
+            run_len: AtomicU64::new(0),
+            run_tail: AtomicU64::new(0),
             slot_or_len: AtomicU32::new(0),
             meta: AtomicU32::new(depth.min(MAX_DEPTH) | TAIL),
         }
@@ -221,6 +236,15 @@ impl Node {
             }
         } else {
             Kind::Block
+        }
+    }
+
+    /// A head's run's blocks, as the head records them (meaningless for other nodes).
+    #[inline]
+    pub(crate) fn run_span(&self) -> RunSpan {
+        RunSpan {
+            len: self.run_len.load(Ordering::Relaxed) as usize,
+            tail: self.run_tail.load(Ordering::Relaxed),
         }
     }
 
@@ -537,6 +561,8 @@ impl Node {
             parent: AtomicU64::new(0),
             local: AtomicU64::new(0),
             word: AtomicU64::new(0),
+            run_len: AtomicU64::new(0),
+            run_tail: AtomicU64::new(0),
             slot_or_len: AtomicU32::new(0),
             meta: AtomicU32::new(FREE),
         })
@@ -564,6 +590,8 @@ impl Node {
             parent: AtomicU64::new(self.parent.load(Ordering::Relaxed)),
             local: AtomicU64::new(self.local.load(Ordering::Relaxed)),
             word: AtomicU64::new(self.word.load(Ordering::Relaxed)),
+            run_len: AtomicU64::new(self.run_len.load(Ordering::Relaxed)),
+            run_tail: AtomicU64::new(self.run_tail.load(Ordering::Relaxed)),
             slot_or_len: AtomicU32::new(self.slot_or_len.load(Ordering::Relaxed)),
             meta: AtomicU32::new(self.meta.load(Ordering::Relaxed)),
         })
@@ -580,6 +608,10 @@ impl Node {
             .store(self.local.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.word
             .store(self.word.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.run_len
+            .store(self.run_len.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst.run_tail
+            .store(self.run_tail.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.slot_or_len
             .store(self.slot_or_len.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.meta

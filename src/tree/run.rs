@@ -333,23 +333,60 @@ pub(crate) unsafe fn run_at(run: usize, _guard: &Guard) -> &Run {
     unsafe { Shared::<Run>::from_usize(run).deref() }
 }
 
-/// A run a find met at a head, not read yet: reading it ([`RunAt::get`]) loads its header,
-/// a cache miss that a find pays only when it goes through the run.
+/// What a head records of its run, so that a find can tell whether a query goes through
+/// the run without loading it: its number of blocks and its last block's sequence hash
+/// (which names the whole prefix, so one compare decides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RunSpan {
+    pub(crate) len: usize,
+    pub(crate) tail: u64,
+}
+
+impl RunSpan {
+    /// The span of a run of the blocks keyed `seqs` (one or more).
+    #[inline]
+    pub(crate) fn of(seqs: &[u64]) -> Self {
+        Self {
+            len: seqs.len(),
+            tail: seqs.last().copied().unwrap_or_default(),
+        }
+    }
+
+    /// As [`of`](Self::of), from sequence hashes.
+    #[inline]
+    pub(crate) fn of_seq(seqs: &[SequenceHash]) -> Self {
+        Self {
+            len: seqs.len(),
+            tail: seqs.last().map_or(0, |s| s.0),
+        }
+    }
+}
+
+/// A run a find met at a head, with the span the head records: reading the run itself
+/// ([`RunAt::get`]) loads its header, a cache miss that a find pays only where the query
+/// leaves the run before its end.
 #[derive(Clone, Copy)]
 pub(crate) struct RunAt<'g> {
     run: usize,
+    span: RunSpan,
     guard: &'g Guard,
 }
 
 impl<'g> RunAt<'g> {
-    /// The run `run`, to be read under `guard`.
+    /// The run `run`, whose head records `span`, to be read under `guard`.
     ///
     /// # Safety
     /// As [`run_at`]: `run` was read from a head node under the shard lock, with `guard`
     /// pinned since.
     #[inline]
-    pub(crate) unsafe fn new(run: usize, guard: &'g Guard) -> Self {
-        Self { run, guard }
+    pub(crate) unsafe fn new(run: usize, span: RunSpan, guard: &'g Guard) -> Self {
+        Self { run, span, guard }
+    }
+
+    /// The run's span, as its head records it.
+    #[inline]
+    pub(crate) fn span(self) -> RunSpan {
+        self.span
     }
 
     /// The run.

@@ -29,7 +29,7 @@ use crossbeam_epoch::Guard;
 use super::claim::Claim;
 use super::map::Entry;
 use super::node::{Kind, Node, Outcome, Settle};
-use super::run::{bytes_of, run_at, Run, MIN_RUN};
+use super::run::{bytes_of, run_at, Run, RunSpan, MIN_RUN};
 use super::Tree;
 use crate::slot::Slot;
 use crate::{LocalBlockHash, SequenceHash};
@@ -81,7 +81,8 @@ impl Tree {
             Entry::Vacant(v) => {
                 let run = Run::make(local, seq);
                 self.linked_run(seq.len());
-                v.insert(Node::run_head(parent, run, depth, slot, expiry));
+                let span = RunSpan::of_seq(seq);
+                v.insert(Node::run_head(parent, (run, span), depth, slot, expiry));
                 run
             }
         };
