@@ -250,8 +250,8 @@ impl Tree {
         }
         let Scratch { active, seq } = scratch;
         let mut keys = Keys::new(query, seq);
-        // The last block is probed next: its key's load, from a query the caller may have
-        // hashed long ago (out of cache), overlaps the first probe.
+        // The query's keys (the caller may have hashed them long ago: out of cache) and the
+        // last block's bucket, probed next, load while the first probe waits for its own.
         keys.preload();
         if keys.at_hand() {
             self.nodes.prefetch(keys.key(n - 1), guard);
