@@ -130,6 +130,7 @@ impl Engine {
     }
 
     pub(crate) fn find_into<W: WorkerKey>(&self, query: Query<'_>, out: &mut impl ScoreSink<W>) {
+        query.preload();
         self.finds.add(1);
         let guard = epoch::pin();
         let now = self.read_time(self.now());

@@ -76,6 +76,23 @@ impl Query<'_> {
             Query::Seq(seq) => seq.len(),
         }
     }
+
+    /// Starts loading every key of a query of sequence hashes, a cache line at a time
+    /// (a query hashed long ago is out of cache, and the probes read its keys out of
+    /// order): called first thing, so that the misses overlap the find's setup (pinning,
+    /// the clock); nothing for local hashes, which the find chains as far as it needs.
+    #[inline]
+    pub(crate) fn preload(self) {
+        if let Query::Seq(seq) = self {
+            const PER_LINE: usize = 64 / std::mem::size_of::<SequenceHash>();
+            for k in (0..seq.len()).step_by(PER_LINE) {
+                prefetch(&seq[k]);
+            }
+            if let Some(last) = seq.last() {
+                prefetch(last);
+            }
+        }
+    }
 }
 
 /// A query's node keys as a find reads them: chained from local hashes into `chained` as
@@ -87,22 +104,6 @@ struct Keys<'q, 's> {
 }
 
 impl<'q, 's> Keys<'q, 's> {
-    /// Starts loading every key of a query of sequence hashes, a cache line at a time
-    /// (a query hashed long ago is out of cache, and the probes read its keys out of
-    /// order); nothing for local hashes, which the find chains as far as it needs.
-    #[inline]
-    fn preload(&self) {
-        if let Query::Seq(seq) = self.query {
-            const PER_LINE: usize = 64 / std::mem::size_of::<SequenceHash>();
-            for k in (0..seq.len()).step_by(PER_LINE) {
-                prefetch(&seq[k]);
-            }
-            if let Some(last) = seq.last() {
-                prefetch(last);
-            }
-        }
-    }
-
     fn new(query: Query<'q>, chained: &'s mut Vec<SequenceHash>) -> Self {
         Self {
             query,
@@ -250,9 +251,8 @@ impl Tree {
         }
         let Scratch { active, seq } = scratch;
         let mut keys = Keys::new(query, seq);
-        // The query's keys (the caller may have hashed them long ago: out of cache) and the
-        // last block's bucket, probed next, load while the first probe waits for its own.
-        keys.preload();
+        // The last block's bucket, probed next, loads while the first probe waits for its
+        // own (the query's keys were prefetched first thing: `Query::preload`).
         if keys.at_hand() {
             self.nodes.prefetch(keys.key(n - 1), guard);
         }

@@ -61,8 +61,9 @@ pub(crate) struct Node {
     /// Inline: the holder's approximate expiry (0: none). Array: the array's pointer.
     word: AtomicU64,
     /// A head's run, as far as a find reads it before the run itself ([`RunSpan`]): its
-    /// number of blocks and its last block's sequence hash. Zero in other nodes. A run
-    /// never changes, so neither do these while the node heads it.
+    /// number of blocks and its last block's sequence hash. A run never changes, so
+    /// neither do these while the node heads it. Meaningless in other nodes (zero in those
+    /// made as such; copies and write-backs of them skip these words).
     run_len: AtomicU64,
     run_tail: AtomicU64,
     /// Inline: the holder's slot. Array: how many leading cells are holders (the rest are
@@ -239,7 +240,8 @@ impl Node {
         }
     }
 
-    /// A head's run's blocks, as the head records them (meaningless for other nodes).
+    /// A head's run's blocks, as the head records them (meaningless for other nodes: their
+    /// copies and write-backs skip these words, so a bucket may keep an earlier head's).
     #[inline]
     pub(crate) fn run_span(&self) -> RunSpan {
         RunSpan {
@@ -586,14 +588,23 @@ impl Node {
     /// bucket); otherwise it must not be dropped, hence `ManuallyDrop`.
     #[inline]
     pub(crate) fn copy_words(&self) -> std::mem::ManuallyDrop<Node> {
+        let meta = self.meta.load(Ordering::Relaxed);
+        // A span is a head's only (`run_span`): other nodes' copies skip its two words.
+        let span = |word: &AtomicU64| {
+            AtomicU64::new(if meta & HEAD != 0 {
+                word.load(Ordering::Relaxed)
+            } else {
+                0
+            })
+        };
         std::mem::ManuallyDrop::new(Self {
             parent: AtomicU64::new(self.parent.load(Ordering::Relaxed)),
             local: AtomicU64::new(self.local.load(Ordering::Relaxed)),
             word: AtomicU64::new(self.word.load(Ordering::Relaxed)),
-            run_len: AtomicU64::new(self.run_len.load(Ordering::Relaxed)),
-            run_tail: AtomicU64::new(self.run_tail.load(Ordering::Relaxed)),
+            run_len: span(&self.run_len),
+            run_tail: span(&self.run_tail),
             slot_or_len: AtomicU32::new(self.slot_or_len.load(Ordering::Relaxed)),
-            meta: AtomicU32::new(self.meta.load(Ordering::Relaxed)),
+            meta: AtomicU32::new(meta),
         })
     }
 
@@ -608,10 +619,12 @@ impl Node {
             .store(self.local.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.word
             .store(self.word.load(Ordering::Relaxed), Ordering::Relaxed);
-        dst.run_len
-            .store(self.run_len.load(Ordering::Relaxed), Ordering::Relaxed);
-        dst.run_tail
-            .store(self.run_tail.load(Ordering::Relaxed), Ordering::Relaxed);
+        if self.meta.load(Ordering::Relaxed) & HEAD != 0 {
+            dst.run_len
+                .store(self.run_len.load(Ordering::Relaxed), Ordering::Relaxed);
+            dst.run_tail
+                .store(self.run_tail.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
         dst.slot_or_len
             .store(self.slot_or_len.load(Ordering::Relaxed), Ordering::Relaxed);
         dst.meta
