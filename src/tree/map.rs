@@ -51,6 +51,9 @@ struct Bucket {
     node: ManuallyDrop<Node>,
 }
 
+// One cache line a bucket, as `NodeMap::prefetch` assumes.
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64 || cfg!(loom));
+
 impl Bucket {
     /// Writes `key` and `node`'s words here (under the write lock, in an odd window); the
     /// caller gives up `node` (moved here) or frees its old bucket.
@@ -215,13 +218,8 @@ impl NodeMap {
         // SAFETY: as in `read`: a table loaded under `guard` stays allocated while it is
         // pinned, and is never null.
         let table = unsafe { shard.table.load(Ordering::Acquire, guard).deref() };
-        let bucket: *const Bucket = &table.buckets[hash as usize & table.mask()];
-        prefetch(bucket);
-        prefetch(
-            bucket
-                .cast::<u8>()
-                .wrapping_add(std::mem::size_of::<Bucket>() - 1),
-        );
+        // One line: a bucket is one (`Bucket`'s alignment).
+        prefetch::<Bucket>(&table.buckets[hash as usize & table.mask()]);
     }
 
     /// The node keyed `key`, read under the shard's read lock (held by the result).
