@@ -11,7 +11,7 @@
 use std::alloc::Layout;
 use std::sync::atomic::Ordering::SeqCst;
 
-use crossbeam_epoch::{Guard, Owned, Pointable, Pointer, Shared};
+use crossbeam_epoch::{Guard, Pointable, Pointer, Shared};
 
 use crate::sync::{AtomicU8, Ordering};
 use crate::{LocalBlockHash, SequenceHash};
@@ -57,13 +57,40 @@ impl QueryKeys for &[SequenceHash] {
     }
 }
 
+/// A block hash as the word a run stores.
+trait Word: Copy {
+    fn word(self) -> u64;
+}
+
+impl Word for u64 {
+    #[inline]
+    fn word(self) -> u64 {
+        self
+    }
+}
+
+impl Word for SequenceHash {
+    #[inline]
+    fn word(self) -> u64 {
+        self.0
+    }
+}
+
+impl Word for LocalBlockHash {
+    #[inline]
+    fn word(self) -> u64 {
+        self.0
+    }
+}
+
 /// The blocks of a run, in one allocation with its header: their number, the run's state,
 /// then their sequence hashes and their local hashes. A find reaching a run's head reads
 /// its blocks with no further pointer to chase.
 ///
 /// A dynamically sized type: `&Run` carries the length of `hashes` (`2 * len`), and a head
-/// or tail keeps the allocation's address as one word ([`Owned::into_usize`]), from which
-/// [`Pointable::deref`] rebuilds the reference (the header's `len` gives the length).
+/// or tail keeps the allocation's address as one word ([`Run::alloc`] makes it as
+/// `Owned::into_usize` would), from which [`Pointable::deref`] rebuilds the reference
+/// (the header's `len` gives the length).
 #[repr(C)]
 pub(crate) struct Run {
     /// Number of blocks.
@@ -171,37 +198,52 @@ impl Pointable for Run {
 }
 
 impl Run {
-    /// A run of the blocks `local`/`seq` in `state`, as the word a head keeps
-    /// ([`Owned::into_usize`]): one allocation.
-    fn alloc(
-        seq: impl ExactSizeIterator<Item = u64>,
-        local: impl ExactSizeIterator<Item = u64>,
-        state: u8,
-    ) -> usize {
+    /// A run of the blocks `local`/`seq` (as many of each: the shorter bounds it) in
+    /// `state`, as the word a head keeps (as `Owned::into_usize` would): one allocation,
+    /// each word written once (not zeroed first, as [`Pointable::init`] would: a run of a
+    /// long prompt's new suffix is kilobytes).
+    fn alloc(seq: &[impl Word], local: &[impl Word], state: u8) -> usize {
+        debug_assert_eq!(seq.len(), local.len(), "a run's blocks have both hashes");
+        let (seq, local) = (
+            &seq[..seq.len().min(local.len())],
+            &local[..local.len().min(seq.len())],
+        );
         let len = seq.len();
-        debug_assert_eq!(len, local.len());
-        let mut run = Owned::<Run>::init((len, state));
-        let (seqs, locals) = run.hashes.split_at_mut(len);
-        for (cell, hash) in seqs.iter_mut().zip(seq) {
-            *cell = hash;
+        let layout = layout(len).expect("a run fits the address space");
+        // SAFETY: `layout` has a non-zero size (the header).
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
         }
-        for (cell, hash) in locals.iter_mut().zip(local) {
-            *cell = hash;
+        let run = fat(ptr, len);
+        // SAFETY: `ptr` is a fresh allocation of `layout(len)`, which holds `Run`'s header
+        // and `2 * len` words at the offsets `#[repr(C)]` gives them; every field and all
+        // `2 * len` words (`len` from each slice) are written through raw pointers before
+        // any reference to the run exists. The result is what `Pointable::init` makes and
+        // `Pointable::drop` frees (same layout), with the words filled in.
+        unsafe {
+            std::ptr::addr_of_mut!((*run).len).write(len);
+            std::ptr::addr_of_mut!((*run).state).write(AtomicU8::new(state));
+            let words = std::ptr::addr_of_mut!((*run).hashes).cast::<u64>();
+            for (k, hash) in seq.iter().enumerate() {
+                words.add(k).write(hash.word());
+            }
+            for (k, hash) in local.iter().enumerate() {
+                words.add(len + k).write(hash.word());
+            }
         }
-        run.into_usize()
+        ptr as usize
     }
 
     /// A live run of the blocks `local`/`seq` (as [`Run::alloc`]).
     pub(crate) fn make(local: &[LocalBlockHash], seq: &[SequenceHash]) -> usize {
-        Self::alloc(seq.iter().map(|s| s.0), local.iter().map(|l| l.0), LIVE)
+        Self::alloc(seq, local, LIVE)
     }
 
     /// The blocks `range` of this run as a run of their own (as [`Run::alloc`]), born
     /// frozen (the pieces of a cut, which [`thaw`](Self::thaw) once both are in place).
     pub(crate) fn part(&self, range: std::ops::Range<usize>) -> usize {
-        let seqs = self.seqs()[range.clone()].iter().copied();
-        let locals = self.locals()[range].iter().copied();
-        Self::alloc(seqs, locals, FROZEN)
+        Self::alloc(&self.seqs()[range.clone()], &self.locals()[range], FROZEN)
     }
 
     /// Makes a piece of a cut live.
@@ -327,7 +369,7 @@ impl Run {
 /// only once the head has left the map, so it outlives the guard.
 #[inline]
 pub(crate) unsafe fn run_at(run: usize, _guard: &Guard) -> &Run {
-    // SAFETY: the caller's contract: `run` is what `Owned::into_usize` gave for a run that
+    // SAFETY: the caller's contract: `run` is what `Run::alloc` gave for a run that
     // is retired only through `defer_destroy` after its head left the map, which happened
     // after `_guard` was pinned, if at all.
     unsafe { Shared::<Run>::from_usize(run).deref() }
@@ -399,7 +441,7 @@ impl<'g> RunAt<'g> {
 
 /// Hands the run of a head that left the map to the epoch collector.
 pub(crate) fn retire(run: usize, guard: &Guard) {
-    // SAFETY: `run` came from `Owned::into_usize` in `Tree::insert_run` and is retired
+    // SAFETY: `run` came from `Run::alloc` (as `Owned::into_usize` gives) and is retired
     // once, by the `Drop` of the one head that owns it, under the shard write lock that
     // removed or replaced the head: no new reader can load it from the map, and readers
     // that did are pinned, so `defer_destroy` frees it only after they unpin.
@@ -414,6 +456,7 @@ pub(crate) fn retire(run: usize, guard: &Guard) {
 mod tests {
     use super::*;
     use crate::compute_seq_hashes;
+    use crossbeam_epoch::Owned;
 
     /// A query that counts the keys a compare asks for, all at hand or (as far as a
     /// compare can tell) chained on demand.
