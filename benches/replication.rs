@@ -1,8 +1,9 @@
 //! Sharing decisions between replicas (issue 11's targets), printed rather than criterion
 //! (the Redis part needs a server and threads):
 //!
-//! 1. **Router thread vs apply.** One thread routes the bundled trace's 2,000 requests
-//!    (block size 16) as a router does: hash the tokens, find, pick the best-scoring
+//! 1. **Router thread vs apply**, at block sizes 16 (the crate's default, Dynamo's) and 64
+//!    (the side-by-side comparison's). One thread routes the bundled trace's 2,000 requests
+//!    as a router does: hash the tokens, find, pick the best-scoring
 //!    worker of 8, record (sharing on, so each decision is also queued). Then one thread
 //!    decodes and applies those decisions (their encodings) to a fresh index, as a
 //!    replica's subscriber does: in batches of [`BATCH`] (one `XREAD`'s worth) through
@@ -37,8 +38,12 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-fn index(replica: u64) -> ApproxKvIndexer {
+/// Block sizes of part 1: the crate's default (16 tokens) and the comparison's (64).
+const BLOCK_SIZES: [u32; 2] = [16, 64];
+
+fn index(replica: u64, block_size: u32) -> ApproxKvIndexer {
     ApproxKvIndexer::builder()
+        .block_size(block_size)
         .ttl(Duration::from_secs(3600))
         .replica_id(replica)
         .share_decisions(1 << 20)
@@ -47,8 +52,8 @@ fn index(replica: u64) -> ApproxKvIndexer {
 }
 
 /// Routes every prompt on one thread; returns decisions/s and the shared decisions.
-fn route(prompts: &[Vec<u32>]) -> (f64, Vec<Vec<u8>>) {
-    let index = index(0);
+fn route(prompts: &[Vec<u32>], block_size: u32) -> (f64, Vec<Vec<u8>>) {
+    let index = index(0, block_size);
     let start = Instant::now();
     for (i, tokens) in prompts.iter().enumerate() {
         let found = index.find_matches_for_request(tokens);
@@ -64,8 +69,8 @@ fn route(prompts: &[Vec<u32>]) -> (f64, Vec<Vec<u8>>) {
 }
 
 /// Decodes and applies every decision on one thread; returns decisions/s.
-fn apply(decisions: &[Vec<u8>]) -> f64 {
-    let index = index(1);
+fn apply(decisions: &[Vec<u8>], block_size: u32) -> f64 {
+    let index = index(1, block_size);
     let start = Instant::now();
     for batch in decisions.chunks(BATCH) {
         let decoded: Vec<Decision> = batch
@@ -80,7 +85,7 @@ fn apply(decisions: &[Vec<u8>]) -> f64 {
 /// The same apply in its parts: mean microseconds per decision to decode every decision,
 /// to chain their blocks' sequence hashes one prompt at a time, and to apply the decoded
 /// decisions to a fresh index one at a time and in batches.
-fn apply_parts(decisions: &[Vec<u8>]) -> [f64; 4] {
+fn apply_parts(decisions: &[Vec<u8>], block_size: u32) -> [f64; 4] {
     let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / decisions.len() as f64;
     let start = Instant::now();
     let decoded: Vec<Decision> = decisions
@@ -95,13 +100,13 @@ fn apply_parts(decisions: &[Vec<u8>]) -> [f64; 4] {
         }
     }
     let chain = per(start.elapsed());
-    let singly = index(1);
+    let singly = index(1, block_size);
     let start = Instant::now();
     for d in &decoded {
         singly.apply_decision(d);
     }
     let one_by_one = per(start.elapsed());
-    let batched = index(1);
+    let batched = index(1, block_size);
     let start = Instant::now();
     for batch in decoded.chunks(BATCH) {
         batched.apply_decisions(batch);
@@ -109,29 +114,25 @@ fn apply_parts(decisions: &[Vec<u8>]) -> [f64; 4] {
     [decode, chain, one_by_one, per(start.elapsed())]
 }
 
-/// The shared decisions of one routing pass (their encodings).
-fn routed_bytes(prompts: &[Vec<u32>]) -> Vec<Vec<u8>> {
-    route(prompts).1
-}
-
-fn main() {
-    let prompts = common::bundled_trace(2_000);
+/// Part 1 at one block size.
+fn router_vs_apply(prompts: &[Vec<u32>], block_size: u32) {
     let (mut routed, mut applied) = (Vec::new(), Vec::new());
     for _ in 0..RUNS {
-        let (rate, decisions) = route(&prompts);
+        let (rate, decisions) = route(prompts, block_size);
         routed.push(rate);
-        applied.push(apply(&decisions));
+        applied.push(apply(&decisions, block_size));
     }
     let parts: Vec<[f64; 4]> = (0..RUNS)
-        .map(|_| apply_parts(&routed_bytes(&prompts)))
+        .map(|_| apply_parts(&route(prompts, block_size).1, block_size))
         .collect();
     let part = |k: usize| median(parts.iter().map(|p| p[k]).collect());
     let (r, a) = (median(routed), median(applied));
-    println!("router thread (hash, find, choose, record + queue): {r:>9.0} decisions/s (median of {RUNS})");
-    println!("apply (decode + apply_decisions), one thread:       {a:>9.0} decisions/s (median of {RUNS})");
-    println!("apply / router thread: {:.1}x (target >= 8x)", a / r);
+    println!("block size {block_size}:");
+    println!("  router thread (hash, find, choose, record + queue): {r:>9.0} decisions/s (median of {RUNS})");
+    println!("  apply (decode + apply_decisions), one thread:       {a:>9.0} decisions/s (median of {RUNS})");
+    println!("  apply / router thread: {:.1}x (target >= 8x)", a / r);
     println!(
-        "per decision, us (median of {RUNS}): router thread {:.2}; decode {:.2}; chaining \
+        "  per decision, us (median of {RUNS}): router thread {:.2}; decode {:.2}; chaining \
          the blocks' sequence hashes one prompt at a time {:.2}; applying decoded ones \
          (chaining included) one by one {:.2}, in batches of {BATCH} {:.2}",
         1e6 / r,
@@ -140,6 +141,13 @@ fn main() {
         part(2),
         part(3)
     );
+}
+
+fn main() {
+    let prompts = common::bundled_trace(2_000);
+    for block_size in BLOCK_SIZES {
+        router_vs_apply(&prompts, block_size);
+    }
     #[cfg(feature = "redis")]
     redis_lag::run(&prompts);
     #[cfg(not(feature = "redis"))]
@@ -157,7 +165,7 @@ mod redis_lag {
 
     use approx_kv_index::replication::redis::{RedisConfig, RedisSync};
 
-    use super::{index, median, redis_server::RedisServer, WORKERS};
+    use super::{index, median, redis_server::RedisServer, BLOCK_SIZES, WORKERS};
 
     const REPLICAS: u64 = 8;
 
@@ -172,7 +180,7 @@ mod redis_lag {
         let syncs: Vec<RedisSync> = (0..REPLICAS)
             .map(|r| {
                 let config = RedisConfig::new(server.url()).stream("bench");
-                RedisSync::start(Arc::new(index(r)), config).expect("starts")
+                RedisSync::start(Arc::new(index(r, BLOCK_SIZES[0])), config).expect("starts")
             })
             .collect();
         let per_replica = ((rate * 3.0) as usize).min(prompts.len() * 4);
