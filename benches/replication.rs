@@ -11,7 +11,10 @@
 //!    (target: apply >= 8x the router thread's decision rate), and the apply's parts per
 //!    decision: decoding, chaining the sequence hashes one prompt at a time, applying
 //!    decoded decisions one at a time (`apply_decision`, which chains each) and in batches
-//!    (`apply_decisions`, which chains four at a time).
+//!    (`apply_decisions`, which chains four at a time). Then the same decisions as if 2
+//!    (4, 8: up to the machine's cores) routers had taken them in turn, each origin's
+//!    applied on a thread of its own into one index, as a transport with a thread per
+//!    origin would (one origin's decisions are applied in order, different origins' at once).
 //! 2. **End-to-end lag through Redis** (with `--features redis` and `redis-server` on the
 //!    PATH): 8 replicas, each an index with its own `RedisSync`, on a private server on a
 //!    loopback port; each records its share of the trace at a paced rate
@@ -22,6 +25,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use approx_kv_index::replication::Decision;
@@ -32,6 +36,10 @@ const RUNS: usize = 7;
 /// `COUNT`).
 const BATCH: usize = 512;
 const WORKERS: u64 = 8;
+/// Apply threads of part 1's second form (as many as the machine has cores, at most).
+const APPLY_THREADS: [usize; 3] = [2, 4, 8];
+/// Rounds of the threaded apply, each beside a one-thread apply (short, so more of them).
+const THREADED_ROUNDS: usize = 21;
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -72,6 +80,12 @@ fn route(prompts: &[Vec<u32>], block_size: u32) -> (f64, Vec<Vec<u8>>) {
 fn apply(decisions: &[Vec<u8>], block_size: u32) -> f64 {
     let index = index(1, block_size);
     let start = Instant::now();
+    decode_and_apply(&index, decisions);
+    decisions.len() as f64 / start.elapsed().as_secs_f64()
+}
+
+/// What a subscriber does with what it reads: decode, then apply in batches.
+fn decode_and_apply(index: &ApproxKvIndexer, decisions: &[Vec<u8>]) {
     for batch in decisions.chunks(BATCH) {
         let decoded: Vec<Decision> = batch
             .iter()
@@ -79,7 +93,59 @@ fn apply(decisions: &[Vec<u8>], block_size: u32) -> f64 {
             .collect();
         index.apply_decisions(&decoded);
     }
-    decisions.len() as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The decisions as if `origins` routers had taken them in turn (origin `k`, numbered from
+/// 1, takes decisions `k`, `k + origins`, ...): one list of encodings per origin.
+fn split_by_origin(decisions: &[Vec<u8>], origins: usize) -> Vec<Vec<Vec<u8>>> {
+    let mut split = vec![Vec::new(); origins];
+    for (i, bytes) in decisions.iter().enumerate() {
+        let mut d = Decision::decode(bytes).expect("valid");
+        d.origin = 100 + (i % origins) as u64;
+        d.seq = (i / origins + 1) as u64;
+        split[i % origins].push(d.encode());
+    }
+    split
+}
+
+/// Decodes and applies every origin's decisions, one thread per origin, all into one
+/// index; returns decisions/s. The clock starts once every thread is running and stops
+/// when the last is done, both seen by spinning: a round lasts milliseconds, and waking a
+/// parked thread on an idle virtual CPU can take a good part of one.
+fn apply_threads(split: &[Vec<Vec<u8>>], block_size: u32) -> f64 {
+    let index = index(1, block_size);
+    let (ready, go, done) = (
+        AtomicUsize::new(0),
+        AtomicBool::new(false),
+        AtomicUsize::new(0),
+    );
+    let mut elapsed = Duration::ZERO;
+    std::thread::scope(|s| {
+        let (mine, others) = split.split_first().expect("one origin or more");
+        for decisions in others {
+            let (index, ready, go, done) = (&index, &ready, &go, &done);
+            s.spawn(move || {
+                ready.fetch_add(1, SeqCst);
+                while !go.load(SeqCst) {
+                    std::hint::spin_loop();
+                }
+                decode_and_apply(index, decisions);
+                done.fetch_add(1, SeqCst);
+            });
+        }
+        while ready.load(SeqCst) < others.len() {
+            std::hint::spin_loop();
+        }
+        let start = Instant::now();
+        go.store(true, SeqCst);
+        decode_and_apply(&index, mine);
+        while done.load(SeqCst) < others.len() {
+            std::hint::spin_loop();
+        }
+        elapsed = start.elapsed();
+    });
+    let total: usize = split.iter().map(Vec::len).sum();
+    total as f64 / elapsed.as_secs_f64()
 }
 
 /// The same apply in its parts: mean microseconds per decision to decode every decision,
@@ -126,11 +192,38 @@ fn router_vs_apply(prompts: &[Vec<u32>], block_size: u32) {
         .map(|_| apply_parts(&route(prompts, block_size).1, block_size))
         .collect();
     let part = |k: usize| median(parts.iter().map(|p| p[k]).collect());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Interleaved with one-thread applies of the same decisions, round by round: the
+    // speedup is the median of the rounds' ratios.
+    let threaded: Vec<(usize, f64, f64)> = APPLY_THREADS
+        .into_iter()
+        .filter(|&t| t <= cores)
+        .map(|t| {
+            let decisions = route(prompts, block_size).1;
+            let split = split_by_origin(&decisions, t);
+            let (mut rates, mut speedups) = (Vec::new(), Vec::new());
+            for _ in 0..THREADED_ROUNDS {
+                let one = apply(&decisions, block_size);
+                let many = apply_threads(&split, block_size);
+                rates.push(many);
+                speedups.push(many / one);
+            }
+            (t, median(rates), median(speedups))
+        })
+        .collect();
     let (r, a) = (median(routed), median(applied));
     println!("block size {block_size}:");
     println!("  router thread (hash, find, choose, record + queue): {r:>9.0} decisions/s (median of {RUNS})");
     println!("  apply (decode + apply_decisions), one thread:       {a:>9.0} decisions/s (median of {RUNS})");
     println!("  apply / router thread: {:.1}x (target >= 8x)", a / r);
+    for (t, rate, speedup) in threaded {
+        println!(
+            "  apply on {t} threads, one origin each ({t} routers' decisions taken in turn): \
+             {rate:.0} decisions/s, {:.1}x the router thread; {speedup:.2}x one thread \
+             (medians of {THREADED_ROUNDS} interleaved rounds)",
+            rate / r
+        );
+    }
     println!(
         "  per decision, us (median of {RUNS}): router thread {:.2}; decode {:.2}; chaining \
          the blocks' sequence hashes one prompt at a time {:.2}; applying decoded ones \

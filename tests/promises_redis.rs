@@ -383,9 +383,9 @@ fn shutdown_cuts_a_long_backoff_short() {
 }
 
 /// src/replication/redis/mod.rs, `RedisSync`: "[`shutdown`](Self::shutdown) or dropping
-/// it stops and joins both [threads]"; `RedisSync::shutdown`: "Stops and joins both threads
-/// (within about `read_block` plus a command's timeout). ... Decisions still in the outbox
-/// are not published."
+/// it stops and joins them all"; `RedisSync::shutdown`: "Stops and joins its threads
+/// (within about `read_block` plus a command's timeout, and the reads queued for apply
+/// threads). ... Decisions still in the outbox are not published."
 #[test]
 fn after_shutdown_nothing_is_connected_or_published() {
     let Some(server) = RedisServer::start(&[]) else {

@@ -366,3 +366,94 @@ fn with_the_server_down_recording_goes_on_and_memory_stays_bounded() {
     drop(sync); // joins both threads, though connecting fails
     assert!(start.elapsed() < Duration::from_secs(10));
 }
+
+/// This process's threads named `name` (Linux), to see apply threads come and go.
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |tasks| {
+        tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim_end() == name)
+            .count()
+    })
+}
+
+#[test]
+fn several_apply_threads_keep_each_origins_order() {
+    let Some(server) = RedisServer::start(&[]) else {
+        return;
+    };
+    let before = threads_named("approx-kv-apply");
+    // Four replicas, three apply threads each: origins 0 and 3 share a thread, 1 and 2
+    // have one of their own.
+    let replicas: Vec<RedisSync> = (0..4)
+        .map(|id| {
+            let config = RedisConfig::new(server.url())
+                .stream("appliers")
+                .apply_threads(3);
+            RedisSync::start(sharing_index(id), config).unwrap()
+        })
+        .collect();
+    // (A thread names itself once it runs.)
+    assert!(eventually(
+        || threads_named("approx-kv-apply") == before + 4 * 2
+    ));
+    // Each replica routes its prompts to a worker named after itself, removes that worker
+    // halfway, then routes the rest: applied out of order, a removal would take later
+    // prompts too, or come before earlier ones and leave them (and an origin's decisions
+    // applied out of order are skipped as duplicates and counted as gaps).
+    const EACH: u32 = 120;
+    const REMOVED_AFTER: u32 = EACH / 2;
+    for n in 0..EACH {
+        for (id, r) in replicas.iter().enumerate() {
+            let id = id as u64;
+            r.index()
+                .process_routing_decision_for_request(&prompt(id, n), id);
+            if n == REMOVED_AFTER {
+                r.index().remove_worker(id);
+            }
+        }
+    }
+    let each = u64::from(EACH) + 1; // and the removal
+    for r in &replicas {
+        assert!(
+            eventually(|| r.stats().applied == 3 * each),
+            "{:?}",
+            r.stats()
+        );
+        for id in 0..4 {
+            for n in 0..EACH {
+                assert_eq!(
+                    holds(r, id, n),
+                    n > REMOVED_AFTER,
+                    "worker {id}, prompt {n}"
+                );
+            }
+        }
+        let s = r.stats();
+        assert_eq!(
+            (s.published, s.applied, s.gaps, s.rejected),
+            (each, 3 * each, 0, 0)
+        );
+    }
+    for r in &replicas {
+        r.shutdown();
+    }
+    // (A joined thread's task may linger in /proc for a moment.)
+    assert!(
+        eventually(|| threads_named("approx-kv-apply") == before),
+        "apply threads joined"
+    );
+}
+
+#[test]
+fn apply_threads_out_of_range_are_config_errors() {
+    for threads in [
+        0,
+        approx_kv_index::replication::redis::MAX_APPLY_THREADS + 1,
+    ] {
+        let config = RedisConfig::new("redis://127.0.0.1:1").apply_threads(threads);
+        let err = RedisSync::start(sharing_index(1), config).unwrap_err();
+        assert!(matches!(err, RedisSyncError::Config(_)), "{threads}: {err}");
+        assert!(err.to_string().contains("apply_threads"), "{err}");
+    }
+}

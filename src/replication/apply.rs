@@ -18,7 +18,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// replayed by a transport). Blocks are placed by the chain of their tokens hashes (as
     /// [`compute_seq_hashes`]), which is what finds look up.
     ///
-    /// Decisions of one origin are applied one at a time; apply them in their order.
+    /// Decisions of one origin are applied one at a time (a lock per origin, held while
+    /// one is applied); apply them in their order. Different origins' decisions can be
+    /// applied from different threads at once, and do not wait for each other.
     ///
     /// ```
     /// use std::{sync::Arc, time::Duration};

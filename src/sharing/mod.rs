@@ -11,7 +11,6 @@ mod decision;
 mod lag;
 mod queue;
 
-use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +65,10 @@ pub struct ReplicationStats {
     pub lag_p99: Duration,
 }
 
+/// An origin's highest sequence number applied (`None`: none yet), locked while one of its
+/// decisions is applied.
+type OriginSeq = parking_lot::Mutex<Option<u64>>;
+
 /// The sharing state of one index.
 pub(crate) struct Replication {
     origin: ReplicaId,
@@ -76,9 +79,11 @@ pub(crate) struct Replication {
     first_seq: u64,
     outbox: Option<Outbox>,
     shared: AtomicU64,
-    /// The highest sequence number applied, per origin; held while applying, so one
-    /// origin's decisions are applied one at a time, in order.
-    applied_seq: parking_lot::Mutex<rustc_hash::FxHashMap<ReplicaId, u64>>,
+    /// Each origin's highest sequence number applied (`None` before its first), behind a
+    /// lock of its own, held while applying: one origin's decisions are applied one at a
+    /// time, in order, and different origins' at once. The map's lock is held only to find
+    /// or add an origin's entry.
+    applied_seq: parking_lot::Mutex<rustc_hash::FxHashMap<ReplicaId, Arc<OriginSeq>>>,
     applied: AtomicU64,
     duplicates: AtomicU64,
     expired: AtomicU64,
@@ -125,8 +130,9 @@ impl Replication {
     /// Applies another replica's decision once, through `apply` (given its action and its
     /// age by this index's wall clock): skips this replica's own and any not numbered above
     /// the highest applied from its origin (counting the numbers skipped as gaps), records
-    /// the lag, and counts the outcome. The lock of the applied numbers is held while
-    /// `apply` runs, so one origin's decisions are applied one at a time, in order.
+    /// the lag, and counts the outcome. The origin's lock is held while `apply` runs, so
+    /// one origin's decisions are applied one at a time, in order; other origins' are not
+    /// held up.
     pub(crate) fn apply(
         &self,
         decision: &Decision,
@@ -135,20 +141,19 @@ impl Replication {
         if self.is_own(decision) {
             return Applied::OwnOrigin;
         }
-        let mut applied = self.applied_seq.lock();
-        match applied.entry(decision.origin) {
-            Entry::Occupied(mut last) => {
-                if decision.seq <= *last.get() {
-                    self.duplicates.fetch_add(1, Relaxed);
-                    return Applied::Duplicate;
-                }
-                self.gaps.fetch_add(decision.seq - *last.get() - 1, Relaxed);
-                last.insert(decision.seq);
+        let origin = Arc::clone(self.applied_seq.lock().entry(decision.origin).or_default());
+        let mut last = origin.lock();
+        match *last {
+            Some(seq) if decision.seq <= seq => {
+                self.duplicates.fetch_add(1, Relaxed);
+                return Applied::Duplicate;
             }
-            Entry::Vacant(first) => {
-                first.insert(decision.seq);
+            Some(seq) => {
+                self.gaps.fetch_add(decision.seq - seq - 1, Relaxed);
             }
+            None => {}
         }
+        *last = Some(decision.seq);
         let age = self.wall.now().saturating_sub(decision.decided_at);
         let outcome = apply(&decision.action, age);
         match outcome {

@@ -1,5 +1,6 @@
 //! Sharing decisions through a Redis stream (feature `redis`), on the `redis` crate's
-//! synchronous API: two threads per index, no async runtime.
+//! synchronous API: two threads per index (and, if asked, more to apply with), no async
+//! runtime.
 //!
 //! - The **publisher** drains the index's [`Outbox`](crate::replication::Outbox) and
 //!   `XADD`s each decision's encoding (field `d`) to the stream, in pipelined batches,
@@ -7,7 +8,9 @@
 //!   in capacity-only mode (`MAXLEN ~`).
 //! - The **subscriber** first reads the whole retained window (a replica that joins late
 //!   starts warm), then tails the stream with blocking `XREAD`s, applying the decisions
-//!   of each read, in order, with [`ApproxKvIndexer::apply_decisions`]. After a lost
+//!   of each read, in order, with [`ApproxKvIndexer::apply_decisions`] (with
+//!   [`apply_threads`](RedisConfig::apply_threads) above 1, each origin's on a thread of
+//!   its own among those: one origin's in order, several origins' at once). After a lost
 //!   connection it reconnects with exponential backoff and resumes after the last entry it
 //!   read; decisions trimmed away meanwhile show as [`gaps`](RedisSyncStats::gaps).
 //!
@@ -43,10 +46,11 @@
 //! let sync = RedisSync::start(Arc::clone(&index), RedisConfig::new("redis://:secret@127.0.0.1:6379"))?;
 //! index.process_routing_decision_for_request(&[1; 64], 3); // also reaches the other replicas
 //! println!("{:?}", sync.stats());
-//! sync.shutdown(); // joins both threads (as dropping it does)
+//! sync.shutdown(); // joins its threads (as dropping it does)
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod appliers;
 mod link;
 mod publisher;
 mod subscriber;
@@ -65,6 +69,9 @@ use link::{Link, Stop};
 
 use crate::engine::NEVER;
 use crate::{ApproxKvIndexer, WorkerKey};
+
+/// The most [`RedisConfig::apply_threads`] a [`RedisSync`] starts.
+pub const MAX_APPLY_THREADS: usize = 256;
 
 /// The stream field holding a decision's encoding.
 const FIELD: &str = "d";
@@ -109,6 +116,12 @@ pub struct RedisConfig {
     pub backoff_min: Duration,
     /// Longest pause between attempts. Default 1 s.
     pub backoff_max: Duration,
+    /// Threads applying the decisions read: the subscriber and `apply_threads - 1` more.
+    /// Origin `o`'s decisions are always applied on thread `o % apply_threads`, in their
+    /// order; different origins' at once. A replica receiving many replicas' decisions
+    /// applies more of them per second with more threads, on a machine with the cores
+    /// (`docs/benchmarks.md`). From 1 to [`MAX_APPLY_THREADS`]; default 1.
+    pub apply_threads: usize,
     /// Certificates for a `rediss://` URL (feature `redis-tls`); none by default (the
     /// system's root certificates, no client certificate).
     #[cfg(feature = "redis-tls")]
@@ -125,7 +138,8 @@ impl std::fmt::Debug for RedisConfig {
             .field("read_block", &self.read_block)
             .field("connect_timeout", &self.connect_timeout)
             .field("backoff_min", &self.backoff_min)
-            .field("backoff_max", &self.backoff_max);
+            .field("backoff_max", &self.backoff_max)
+            .field("apply_threads", &self.apply_threads);
         #[cfg(feature = "redis-tls")]
         d.field("tls", &self.tls);
         d.finish()
@@ -164,6 +178,7 @@ impl RedisConfig {
             connect_timeout: Duration::from_secs(1),
             backoff_min: Duration::from_millis(10),
             backoff_max: Duration::from_secs(1),
+            apply_threads: 1,
             #[cfg(feature = "redis-tls")]
             tls: RedisTls::default(),
         }
@@ -172,6 +187,17 @@ impl RedisConfig {
     /// The same, on stream `name`.
     pub fn stream(mut self, name: impl Into<String>) -> Self {
         self.stream = name.into();
+        self
+    }
+
+    /// The same, applying on `threads` threads ([`apply_threads`](Self::apply_threads)).
+    ///
+    /// ```
+    /// use approx_kv_index::replication::redis::RedisConfig;
+    /// assert_eq!(RedisConfig::new("redis://127.0.0.1:6379").apply_threads(4).apply_threads, 4);
+    /// ```
+    pub fn apply_threads(mut self, threads: usize) -> Self {
+        self.apply_threads = threads;
         self
     }
 
@@ -265,7 +291,8 @@ pub struct RedisSyncStats {
 pub enum RedisSyncError {
     /// The URL is not one the `redis` crate takes.
     Url(redis::RedisError),
-    /// A setting is zero where it must not be (`batch`).
+    /// A setting is out of its range: a zero `batch` or `connect_timeout`, `apply_threads`
+    /// not from 1 to [`MAX_APPLY_THREADS`].
     Config(&'static str),
     /// A thread could not be spawned.
     Spawn(std::io::Error),
@@ -294,8 +321,12 @@ impl std::fmt::Display for RedisSyncError {
 
 impl std::error::Error for RedisSyncError {}
 
-/// An index's connection to the shared stream: a publisher and a subscriber thread.
-/// [`shutdown`](Self::shutdown) or dropping it stops and joins both.
+/// What one of a [`RedisSync`]'s threads runs.
+type ThreadBody = Box<dyn FnOnce() + Send>;
+
+/// An index's connection to the shared stream: a publisher and a subscriber thread, and
+/// [`apply_threads`](RedisConfig::apply_threads)` - 1` applier threads.
+/// [`shutdown`](Self::shutdown) or dropping it stops and joins them all.
 pub struct RedisSync<W: WorkerKey = crate::WorkerId> {
     index: Arc<ApproxKvIndexer<W>>,
     stop: Arc<Stop>,
@@ -318,14 +349,20 @@ impl<W: WorkerKey> RedisSync<W> {
     /// [`Builder::share_decisions`](crate::Builder::share_decisions)) and applying the
     /// stream's. Connecting happens on the threads, so this succeeds while the server is
     /// down; they connect when it is up. Errors: a URL the `redis` crate does not take,
-    /// a zero `batch` or `connect_timeout`, TLS settings that do not parse
-    /// (`RedisSyncError::Tls`, feature `redis-tls`).
+    /// a zero `batch` or `connect_timeout`, `apply_threads` not from 1 to
+    /// [`MAX_APPLY_THREADS`], TLS settings that do not parse (`RedisSyncError::Tls`,
+    /// feature `redis-tls`), a thread that could not be spawned.
     pub fn start(
         index: Arc<ApproxKvIndexer<W>>,
         mut config: RedisConfig,
     ) -> Result<Self, RedisSyncError> {
         if config.batch == 0 {
             return Err(RedisSyncError::Config("batch must be at least 1"));
+        }
+        if !(1..=MAX_APPLY_THREADS).contains(&config.apply_threads) {
+            return Err(RedisSyncError::Config(
+                "apply_threads must be from 1 to MAX_APPLY_THREADS",
+            ));
         }
         if config.connect_timeout.is_zero() {
             // The socket refuses a zero timeout: the threads would never connect.
@@ -357,20 +394,26 @@ impl<W: WorkerKey> RedisSync<W> {
             let (stop, published) = (sync.stop.clone(), sync.published.clone());
             move || publisher::run(index, config, link, stop, published)
         };
+        let (appliers, applier_ends) = appliers::appliers(config.apply_threads);
         let subscriber = {
             let (index, link, stop) = (sync.index.clone(), link(read_timeout), sync.stop.clone());
             let counters = subscriber::Counters {
                 rejected: sync.rejected.clone(),
             };
-            move || subscriber::run(index, config, link, stop, counters)
+            move || subscriber::run(index, config, link, stop, counters, appliers)
         };
-        for (name, body) in [
-            (
-                "approx-kv-publish",
-                Box::new(publisher) as Box<dyn FnOnce() + Send>,
-            ),
-            ("approx-kv-subscribe", Box::new(subscriber)),
-        ] {
+        // The appliers first: each ends once the subscriber is gone (with its queues).
+        let mut threads: Vec<(&str, ThreadBody)> = applier_ends
+            .into_iter()
+            .map(|end| {
+                let index = sync.index.clone();
+                let body: ThreadBody = Box::new(move || end.run(index));
+                ("approx-kv-apply", body)
+            })
+            .collect();
+        threads.push(("approx-kv-publish", Box::new(publisher)));
+        threads.push(("approx-kv-subscribe", Box::new(subscriber)));
+        for (name, body) in threads {
             let thread = std::thread::Builder::new().name(name.into()).spawn(body);
             sync.threads
                 .lock()
@@ -400,8 +443,9 @@ impl<W: WorkerKey> RedisSync<W> {
         }
     }
 
-    /// Stops and joins both threads (within about `read_block` plus a command's
-    /// timeout). Idempotent. Decisions still in the outbox are not published.
+    /// Stops and joins its threads (within about `read_block` plus a command's timeout,
+    /// and the reads queued for apply threads). Idempotent. Decisions still in the outbox
+    /// are not published.
     pub fn shutdown(&self) {
         self.stop.stop();
         for thread in self.threads.lock().drain(..) {

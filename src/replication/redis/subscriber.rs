@@ -1,12 +1,14 @@
 //! The subscriber thread: replays the stream's retained window, then tails it with
-//! blocking `XREAD`s, applying the decisions of each read to the index as one batch. After a lost connection it
-//! resumes from the last entry it read.
+//! blocking `XREAD`s, applying the decisions of each read to the index as one batch (or,
+//! with several apply threads, one batch per thread: `appliers.rs`). After a lost
+//! connection it resumes from the last entry it read.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use redis::Value;
 
+use super::appliers::Appliers;
 use super::link::{Link, Stop};
 use super::{RedisConfig, FIELD};
 use crate::replication::Decision;
@@ -23,6 +25,7 @@ pub(super) fn run<W: WorkerKey>(
     mut link: Link,
     stop: Arc<Stop>,
     counters: Counters,
+    appliers: Appliers,
 ) {
     // "0-0": everything the stream retains, so a replica that joins late starts warm.
     let mut last_id = String::from("0-0");
@@ -67,8 +70,8 @@ pub(super) fn run<W: WorkerKey>(
                 }
             }
         }
-        // One batch: their chains are hashed together.
-        index.apply_decisions(&decisions);
+        // One batch (per apply thread): their chains are hashed together.
+        appliers.apply(&index, decisions);
     }
 }
 
