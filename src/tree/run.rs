@@ -132,6 +132,33 @@ fn fat(ptr: *mut u8, len: usize) -> *mut Run {
     std::ptr::slice_from_raw_parts_mut(ptr.cast::<u64>(), 2 * len) as *mut Run
 }
 
+/// A fresh allocation of a run of `len` blocks in `state`, its header written; its words
+/// zeroed if `zeroed`, otherwise left unwritten, for the caller to write every one of them
+/// before any reference to the run exists.
+fn allocate(len: usize, state: u8, zeroed: bool) -> *mut Run {
+    let layout = layout(len).expect("a run fits the address space");
+    // SAFETY: `layout` has a non-zero size (the header).
+    let ptr = unsafe {
+        if zeroed {
+            std::alloc::alloc_zeroed(layout)
+        } else {
+            std::alloc::alloc(layout)
+        }
+    };
+    if ptr.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    let run = fat(ptr, len);
+    // SAFETY: `ptr` is a fresh allocation of `layout`, which holds `Run`'s header and
+    // `2 * len` words at the offsets `#[repr(C)]` gives them; the header's fields are
+    // written through raw pointers before any reference to the run exists.
+    unsafe {
+        std::ptr::addr_of_mut!((*run).len).write(len);
+        std::ptr::addr_of_mut!((*run).state).write(AtomicU8::new(state));
+    }
+    run
+}
+
 // SAFETY (of the impl's contract): `init` returns the address of a live allocation of
 // `layout(len)` bytes whose header is written and whose words are zeroed (every bit pattern
 // is a valid `u64`); `deref`/`deref_mut` rebuild the reference from the `len` stored at that
@@ -158,21 +185,7 @@ impl Pointable for Run {
     type Init = (usize, u8);
 
     unsafe fn init((len, state): (usize, u8)) -> usize {
-        let layout = layout(len).expect("a run fits the address space");
-        // SAFETY: `layout` has a non-zero size (the header).
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        let run = fat(ptr, len);
-        // SAFETY: `ptr` is a fresh allocation of `layout`, which holds `Run`'s header and
-        // `2 * len` words at the offsets `#[repr(C)]` gives them; the fields are written
-        // through raw pointers before any reference to the run exists.
-        unsafe {
-            std::ptr::addr_of_mut!((*run).len).write(len);
-            std::ptr::addr_of_mut!((*run).state).write(AtomicU8::new(state));
-        }
-        ptr as usize
+        allocate(len, state, true).cast::<u8>() as usize
     }
 
     unsafe fn deref<'a>(ptr: usize) -> &'a Self {
@@ -209,21 +222,13 @@ impl Run {
             &local[..local.len().min(seq.len())],
         );
         let len = seq.len();
-        let layout = layout(len).expect("a run fits the address space");
-        // SAFETY: `layout` has a non-zero size (the header).
-        let ptr = unsafe { std::alloc::alloc(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        let run = fat(ptr, len);
-        // SAFETY: `ptr` is a fresh allocation of `layout(len)`, which holds `Run`'s header
-        // and `2 * len` words at the offsets `#[repr(C)]` gives them; every field and all
-        // `2 * len` words (`len` from each slice) are written through raw pointers before
-        // any reference to the run exists. The result is what `Pointable::init` makes and
-        // `Pointable::drop` frees (same layout), with the words filled in.
+        let run = allocate(len, state, false);
+        // SAFETY: `run` is a fresh allocation of `layout(len)` with its header written
+        // (`allocate`), which holds `2 * len` words after the header; all of them (`len`
+        // from each slice) are written through raw pointers before any reference to the
+        // run exists. The result is what `Pointable::init` makes and `Pointable::drop`
+        // frees (same layout), with the words filled in.
         unsafe {
-            std::ptr::addr_of_mut!((*run).len).write(len);
-            std::ptr::addr_of_mut!((*run).state).write(AtomicU8::new(state));
             let words = std::ptr::addr_of_mut!((*run).hashes).cast::<u64>();
             for (k, hash) in seq.iter().enumerate() {
                 words.add(k).write(hash.word());
@@ -232,7 +237,7 @@ impl Run {
                 words.add(len + k).write(hash.word());
             }
         }
-        ptr as usize
+        run.cast::<u8>() as usize
     }
 
     /// A live run of the blocks `local`/`seq` (as [`Run::alloc`]).
