@@ -14,7 +14,9 @@
 //!    (`apply_decisions`, which chains four at a time). Then the same decisions as if 2
 //!    (4, 8: up to the machine's cores) routers had taken them in turn, each origin's
 //!    applied on a thread of its own into one index, as a transport with a thread per
-//!    origin would (one origin's decisions are applied in order, different origins' at once).
+//!    origin would (one origin's decisions are applied in order, different origins' at once);
+//!    beside it, the machine's ceiling for as many threads: chaining the same blocks'
+//!    sequence hashes, which shares nothing, on them against one.
 //! 2. **End-to-end lag through Redis** (with `--features redis` and `redis-server` on the
 //!    PATH): 8 replicas, each an index with its own `RedisSync`, on a private server on a
 //!    loopback port; each records its share of the trace at a paced rate
@@ -28,7 +30,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
-use approx_kv_index::replication::Decision;
+use approx_kv_index::replication::{Action, Decision};
 use approx_kv_index::ApproxKvIndexer;
 
 const RUNS: usize = 7;
@@ -108,12 +110,11 @@ fn split_by_origin(decisions: &[Vec<u8>], origins: usize) -> Vec<Vec<Vec<u8>>> {
     split
 }
 
-/// Decodes and applies every origin's decisions, one thread per origin, all into one
-/// index; returns decisions/s. The clock starts once every thread is running and stops
-/// when the last is done, both seen by spinning: a round lasts milliseconds, and waking a
-/// parked thread on an idle virtual CPU can take a good part of one.
-fn apply_threads(split: &[Vec<Vec<u8>>], block_size: u32) -> f64 {
-    let index = index(1, block_size);
+/// Runs `work` on each of `shares`, one thread each, and returns how long they took
+/// together. The clock starts once every thread is running and stops when the last is
+/// done, both seen by spinning: a round lasts milliseconds, and waking a parked thread on
+/// an idle virtual CPU can take a good part of one.
+fn on_threads<T: Sync>(shares: &[T], work: impl Fn(&T) + Sync) -> Duration {
     let (ready, go, done) = (
         AtomicUsize::new(0),
         AtomicBool::new(false),
@@ -121,15 +122,15 @@ fn apply_threads(split: &[Vec<Vec<u8>>], block_size: u32) -> f64 {
     );
     let mut elapsed = Duration::ZERO;
     std::thread::scope(|s| {
-        let (mine, others) = split.split_first().expect("one origin or more");
-        for decisions in others {
-            let (index, ready, go, done) = (&index, &ready, &go, &done);
+        let (mine, others) = shares.split_first().expect("one share or more");
+        for share in others {
+            let (work, ready, go, done) = (&work, &ready, &go, &done);
             s.spawn(move || {
                 ready.fetch_add(1, SeqCst);
                 while !go.load(SeqCst) {
                     std::hint::spin_loop();
                 }
-                decode_and_apply(index, decisions);
+                work(share);
                 done.fetch_add(1, SeqCst);
             });
         }
@@ -138,14 +139,47 @@ fn apply_threads(split: &[Vec<Vec<u8>>], block_size: u32) -> f64 {
         }
         let start = Instant::now();
         go.store(true, SeqCst);
-        decode_and_apply(&index, mine);
+        work(mine);
         while done.load(SeqCst) < others.len() {
             std::hint::spin_loop();
         }
         elapsed = start.elapsed();
     });
+    elapsed
+}
+
+/// Decodes and applies every origin's decisions, one thread per origin, all into one
+/// index; returns decisions/s.
+fn apply_threads(split: &[Vec<Vec<u8>>], block_size: u32) -> f64 {
+    let index = index(1, block_size);
+    let elapsed = on_threads(split, |decisions| decode_and_apply(&index, decisions));
     let total: usize = split.iter().map(Vec::len).sum();
     total as f64 / elapsed.as_secs_f64()
+}
+
+/// The machine's own ceiling for `split`'s threads: the time to chain the sequence hashes
+/// of every decision's blocks on one thread, over the time to chain each origin's on a
+/// thread of its own (pure computation, nothing shared).
+fn hashing_speedup(decisions: &[Vec<u8>], split: &[Vec<Vec<u8>>]) -> f64 {
+    let blocks = |encoded: &[Vec<u8>]| -> Vec<Vec<approx_kv_index::LocalBlockHash>> {
+        encoded
+            .iter()
+            .filter_map(
+                |bytes| match Decision::decode(bytes).expect("valid").action {
+                    Action::Route { blocks, .. } => Some(blocks),
+                    _ => None,
+                },
+            )
+            .collect()
+    };
+    let chain = |prompts: &Vec<Vec<approx_kv_index::LocalBlockHash>>| {
+        for local in prompts {
+            std::hint::black_box(approx_kv_index::compute_seq_hashes(local));
+        }
+    };
+    let all = [blocks(decisions)];
+    let shares: Vec<_> = split.iter().map(|share| blocks(share)).collect();
+    on_threads(&all, chain).as_secs_f64() / on_threads(&shares, chain).as_secs_f64()
 }
 
 /// The same apply in its parts: mean microseconds per decision to decode every decision,
@@ -161,7 +195,7 @@ fn apply_parts(decisions: &[Vec<u8>], block_size: u32) -> [f64; 4] {
     let decode = per(start.elapsed());
     let start = Instant::now();
     for d in &decoded {
-        if let approx_kv_index::replication::Action::Route { blocks, .. } = &d.action {
+        if let Action::Route { blocks, .. } = &d.action {
             std::hint::black_box(approx_kv_index::compute_seq_hashes(blocks));
         }
     }
@@ -195,20 +229,21 @@ fn router_vs_apply(prompts: &[Vec<u32>], block_size: u32) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Interleaved with one-thread applies of the same decisions, round by round: the
     // speedup is the median of the rounds' ratios.
-    let threaded: Vec<(usize, f64, f64)> = APPLY_THREADS
+    let threaded: Vec<(usize, f64, f64, f64)> = APPLY_THREADS
         .into_iter()
         .filter(|&t| t <= cores)
         .map(|t| {
             let decisions = route(prompts, block_size).1;
             let split = split_by_origin(&decisions, t);
-            let (mut rates, mut speedups) = (Vec::new(), Vec::new());
+            let (mut rates, mut speedups, mut ceilings) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..THREADED_ROUNDS {
                 let one = apply(&decisions, block_size);
                 let many = apply_threads(&split, block_size);
                 rates.push(many);
                 speedups.push(many / one);
+                ceilings.push(hashing_speedup(&decisions, &split));
             }
-            (t, median(rates), median(speedups))
+            (t, median(rates), median(speedups), median(ceilings))
         })
         .collect();
     let (r, a) = (median(routed), median(applied));
@@ -216,11 +251,12 @@ fn router_vs_apply(prompts: &[Vec<u32>], block_size: u32) {
     println!("  router thread (hash, find, choose, record + queue): {r:>9.0} decisions/s (median of {RUNS})");
     println!("  apply (decode + apply_decisions), one thread:       {a:>9.0} decisions/s (median of {RUNS})");
     println!("  apply / router thread: {:.1}x (target >= 8x)", a / r);
-    for (t, rate, speedup) in threaded {
+    for (t, rate, speedup, ceiling) in threaded {
         println!(
             "  apply on {t} threads, one origin each ({t} routers' decisions taken in turn): \
-             {rate:.0} decisions/s, {:.1}x the router thread; {speedup:.2}x one thread \
-             (medians of {THREADED_ROUNDS} interleaved rounds)",
+             {rate:.0} decisions/s, {:.1}x the router thread; {speedup:.2}x one thread, \
+             where chaining alone gains {ceiling:.2}x (medians of {THREADED_ROUNDS} \
+             interleaved rounds)",
             rate / r
         );
     }
