@@ -14,6 +14,7 @@
 //! | every call after `shutdown` (twice) | works; `sweep_expired` still reclaims |
 //! | `remove_worker` of an unknown worker, twice | no-op |
 //! | one decision recorded by 16 threads at once | one entry per block |
+//! | a first block whose tokens spell another block's chain step (block size 4) | conflated as in Dynamo; finds, expiry, removal, dumps and snapshots work |
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -260,4 +261,85 @@ fn one_decision_recorded_by_sixteen_threads_at_once() {
     clock.advance(TTL);
     assert_eq!(index.sweep_expired(), 16);
     assert_eq!(index.stats().entries, 0);
+}
+
+/// At block size 4 a block's tokens hash and a chain step hash the same 16 bytes with the
+/// same seed, so a first block whose four tokens spell `(parent, tokens hash)` of a block
+/// elsewhere gets that block's sequence hash (docs/design.md, "Collisions"). Crafted so
+/// (tokens no tokenizer emits, or precomputed hashes), the two blocks are one to the index,
+/// as to Dynamo's, and nothing breaks: finds report what was recorded and nothing once it
+/// expired or its worker is gone; dumps and snapshots replay into fresh indexes.
+#[test]
+fn a_first_block_that_spells_a_chain_step_is_safe() {
+    // [lo(3), hi(3), lo(3), hi(3)]: the bytes of the step from sequence hash 3 by tokens
+    // hash 3; then an ordinary block.
+    let spelled = [3u32, 0, 3, 0, 1, 2, 1, 2];
+    let chain = [3, 3, 0, 7].map(LocalBlockHash);
+    let diverging = [3, 3, 5].map(LocalBlockHash);
+    let seq = compute_seq_hashes(&chain);
+    assert_eq!(compute_block_hash_for_seq(&spelled, 4)[0].0, seq[1].0);
+    for spelled_first in [true, false] {
+        let (index, clock) = manual(4, TTL, Duration::from_millis(100));
+        let record = |worker: WorkerId, local: &[LocalBlockHash]| {
+            let seq = compute_seq_hashes(local);
+            index
+                .process_routing_decision(worker, local, &seq)
+                .expect("same lengths");
+        };
+        if spelled_first {
+            index.process_routing_decision_for_request(&spelled, 7);
+            record(7, &chain);
+        } else {
+            record(7, &chain);
+            index.process_routing_decision_for_request(&spelled, 7);
+        }
+        // Diverges from the chain where the spelled block's key is taken.
+        record(8, &diverging);
+        let found = |index: &ApproxKvIndexer| {
+            [
+                index.find_matches(&chain).scores,
+                index.find_matches(&diverging).scores,
+                index.find_matches_for_request(&spelled).scores,
+            ]
+        };
+        let [c, d, t] = found(&index);
+        assert_eq!(
+            (c.get(&7), d.get(&8), t.get(&7)),
+            (Some(&4), Some(&3), Some(&2))
+        );
+        let (events, snapshot) = (index.dump_events(), index.snapshot());
+        for copy in [0, 1] {
+            let (other, _) = manual(4, TTL, Duration::from_millis(100));
+            if copy == 0 {
+                events.iter().for_each(|e| other.apply_event(e));
+            } else {
+                other
+                    .restore(&snapshot)
+                    .expect("a snapshot of the same settings");
+            }
+            let [c, d, t] = found(&other);
+            assert_eq!(
+                (c.get(&7), d.get(&8), t.get(&7)),
+                (Some(&4), Some(&3), Some(&2))
+            );
+        }
+        clock.advance(TTL);
+        index.sweep_expired();
+        assert!(
+            found(&index).iter().all(|s| s.is_empty()),
+            "{spelled_first}"
+        );
+        record(7, &chain);
+        record(8, &diverging);
+        index.remove_worker(7);
+        index.remove_worker(8);
+        assert!(
+            found(&index).iter().all(|s| s.is_empty()),
+            "{spelled_first}"
+        );
+        assert_eq!(index.stats().workers, 0);
+        clock.advance(TTL);
+        index.sweep_expired();
+        assert!(index.dump_events().is_empty());
+    }
 }

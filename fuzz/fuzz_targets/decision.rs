@@ -57,7 +57,11 @@ fn apply(decision: &Decision) {
     plain.apply_decision(decision);
     ranked.apply_decision(decision);
     if let Action::Route { blocks, .. } = &decision.action {
-        assert!(plain.find_matches(blocks).scores.values().all(|&s| s as usize <= blocks.len()));
+        assert!(plain
+            .find_matches(blocks)
+            .scores
+            .values()
+            .all(|&s| s as usize <= blocks.len()));
         let _ = ranked.find_matches(blocks);
     }
     clock.advance(Duration::from_secs(61));
