@@ -308,9 +308,9 @@ fn a_first_block_that_spells_a_chain_step_is_safe() {
             (Some(&4), Some(&3), Some(&2))
         );
         let (events, snapshot) = (index.dump_events(), index.snapshot());
-        for copy in [0, 1] {
+        for from_dump in [true, false] {
             let (other, _) = manual(4, TTL, Duration::from_millis(100));
-            if copy == 0 {
+            if from_dump {
                 events.iter().for_each(|e| other.apply_event(e));
             } else {
                 other
