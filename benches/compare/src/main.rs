@@ -143,6 +143,14 @@ fn measure<S: Subject>(
         .collect::<Vec<_>>();
     row.route_n = rate(scenarios::route(h, &s, reqs, threads, &mut decisions));
     drop(s);
+    // The machine's ceiling beside it: the same split with nothing shared (1, N, N, 1
+    // threads, so that a drift over the four cancels).
+    let s = make(LONG_TTL, Duration::from_millis(100));
+    let pass = |t: usize| scenarios::hash_threads(&s, reqs, t).as_secs_f64();
+    let (one, many) = (pass(1), pass(threads));
+    let (many2, one2) = (pass(threads), pass(1));
+    drop(s);
+    row.hash_scaling = (one + one2) / (many + many2);
     let s = make(LONG_TTL, Duration::from_millis(100));
     let mut decisions = (0..4)
         .map(|_| Vec::with_capacity(n / 4 + 1))

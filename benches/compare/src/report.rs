@@ -13,6 +13,9 @@ pub struct Row {
     /// Route throughput, 1 thread and N threads, requests/s.
     pub route1: f64,
     pub route_n: f64,
+    /// Hashing every request on N threads (nothing shared) over on 1 thread: the
+    /// machine's ceiling for the route's scaling, measured beside it.
+    pub hash_scaling: f64,
     /// Route throughput on 4 threads (oversubscribed on 2 cores), requests/s.
     pub route4: f64,
     /// Median find latency (µs, hashing excluded) of a 256-block prompt shared by
@@ -197,6 +200,16 @@ pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize) {
             format!("route scaling {n} threads / 1"),
             |r| r.route_n / r.route1,
             Target::AbsMin(1.7),
+        ),
+        (
+            format!("hashing scaling {n} threads / 1, nothing shared (the machine's ceiling)"),
+            |r| r.hash_scaling,
+            Target::None,
+        ),
+        (
+            "route scaling / hashing scaling".into(),
+            |r| r.route_n / r.route1 / r.hash_scaling,
+            Target::None,
         ),
     ];
     println!();

@@ -108,6 +108,23 @@ pub fn hash<S: Subject>(s: &S, reqs: &[Vec<u32>]) -> Duration {
     start.elapsed()
 }
 
+/// Hashes every request on `threads` threads (request `i` on thread `i % threads`), as
+/// [`route`] splits them but with nothing shared: the machine's own ceiling for the route's
+/// thread scaling (the route's first step, on the same threads, started the same way).
+pub fn hash_threads<S: Subject>(s: &S, reqs: &[Vec<u32>], threads: usize) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|sc| {
+        for t in 0..threads {
+            sc.spawn(move || {
+                for r in reqs.iter().skip(t).step_by(threads) {
+                    black_box(s.hash(black_box(r)));
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
 /// Finds every request from its tokens (hashing included) on this thread, timing each
 /// into `lat` (nanoseconds; reserve it beforehand). Returns the wall time.
 pub fn find_tokens<S: Subject>(

@@ -126,7 +126,7 @@ fn a_tiny_run_reports_every_subject_smg_included() {
         .filter(|l| l.starts_with("| ") && !l.starts_with("| figure"))
         .map(cells)
         .collect();
-    assert_eq!(rows.len(), 23, "{out}");
+    assert_eq!(rows.len(), 25, "{out}");
     for row in &rows {
         assert_eq!(row.len(), 10, "{row:?}");
         let (smg, vs_smg) = (row[8], row[9]);
