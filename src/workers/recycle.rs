@@ -85,9 +85,14 @@ mod tests {
         let b = w.resolve(11u64).unwrap();
         assert_ne!(a, b, "a slot with entries must not be reused");
         w.adjust_entries(a, -2);
-        // Drive the epoch collector until the deferred reclaim has run.
-        for _ in 0..1_000 {
+        // Drive the epoch collector until the deferred reclaim has run. Other tests'
+        // threads, pinned meanwhile, can hold the epoch back for a while (a fixed number
+        // of flushes was not always enough): bounded generously instead.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !w.free.lock().recycled.contains(&a) {
+            assert!(std::time::Instant::now() < deadline, "never reclaimed");
             epoch::pin().flush();
+            std::thread::yield_now();
         }
         let c = w.resolve(12u64).unwrap();
         assert_eq!(c, a, "the emptied dead slot is recycled");
