@@ -392,5 +392,6 @@ proptest! {
         prop_assert_eq!(counts(&batched), counts(&one_by_one));
         let (a, b) = (batched.replication_stats(), one_by_one.replication_stats());
         prop_assert_eq!((a.applied, a.duplicates, a.expired, a.gaps), (b.applied, b.duplicates, b.expired, b.gaps));
+        prop_assert_eq!((a.lag_p50, a.lag_p99), (b.lag_p50, b.lag_p99));
     }
 }

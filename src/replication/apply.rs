@@ -46,13 +46,21 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn apply_decision(&self, decision: &Decision) -> Applied {
-        self.apply_chained(decision, None)
+        let mut outcome = Applied::OwnOrigin;
+        self.replication.apply_each(
+            std::slice::from_ref(decision),
+            |_, action, age| self.apply_action(action, age, None),
+            |o| outcome = o,
+        );
+        outcome
     }
 
     /// Applies decisions in their order, each as [`apply_decision`](Self::apply_decision)
     /// does, and returns each one's outcome. Faster per decision than one call each: the
     /// sequence hashes of their routes are chained four at a time (a chain is serial,
-    /// chains of different prompts are not), and chaining is most of an apply's work.
+    /// chains of different prompts are not), an origin's lock is taken once for a stretch
+    /// of its consecutive decisions, and the [counters](Self::replication_stats) are
+    /// updated once for several decisions (they are all counted when the call returns).
     /// Transports that read decisions in batches apply them this way.
     ///
     /// ```
@@ -89,51 +97,55 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
                 }
             }));
             chain_each_into(&blocks, &mut chains);
-            outcomes.extend(
-                group
-                    .iter()
-                    .zip(&chains)
-                    .map(|(decision, chain)| self.apply_chained(decision, Some(chain))),
+            self.replication.apply_each(
+                group,
+                |k, action, age| self.apply_action(action, age, Some(&chains[k])),
+                |o| outcomes.push(o),
             );
         }
         outcomes
     }
 
-    /// Applies one decision; `chained`: its route's sequence hashes, if already chained.
-    fn apply_chained(&self, decision: &Decision, chained: Option<&[SequenceHash]>) -> Applied {
-        self.replication
-            .apply(decision, |action, age| match action {
-                Action::Route {
-                    worker_id,
-                    dp_rank,
-                    blocks,
-                } => {
-                    let key = W::from_parts(*worker_id, *dp_rank);
-                    let chain;
-                    let seq = match chained {
-                        Some(seq) => seq,
-                        None => {
-                            chain = compute_seq_hashes(blocks);
-                            &chain
-                        }
-                    };
-                    if self.inner.record_dated(key, blocks, seq, nanos(age)) {
-                        Applied::Applied
-                    } else {
-                        Applied::Expired
+    /// Applies one decision's action, `age` old; `chained`: its route's sequence hashes,
+    /// if already chained.
+    fn apply_action(
+        &self,
+        action: &Action,
+        age: std::time::Duration,
+        chained: Option<&[SequenceHash]>,
+    ) -> Applied {
+        match action {
+            Action::Route {
+                worker_id,
+                dp_rank,
+                blocks,
+            } => {
+                let key = W::from_parts(*worker_id, *dp_rank);
+                let chain;
+                let seq = match chained {
+                    Some(seq) => seq,
+                    None => {
+                        chain = compute_seq_hashes(blocks);
+                        &chain
                     }
-                }
-                Action::RemoveWorker { worker_id } => {
-                    self.inner.workers.remove(*worker_id);
+                };
+                if self.inner.record_dated(key, blocks, seq, nanos(age)) {
                     Applied::Applied
+                } else {
+                    Applied::Expired
                 }
-                Action::RemoveKey { worker_id, dp_rank } => {
-                    self.inner
-                        .workers
-                        .remove_rank(W::from_parts(*worker_id, *dp_rank));
-                    Applied::Applied
-                }
-            })
+            }
+            Action::RemoveWorker { worker_id } => {
+                self.inner.workers.remove(*worker_id);
+                Applied::Applied
+            }
+            Action::RemoveKey { worker_id, dp_rank } => {
+                self.inner
+                    .workers
+                    .remove_rank(W::from_parts(*worker_id, *dp_rank));
+                Applied::Applied
+            }
+        }
     }
 
     /// The queue of this replica's decisions waiting to be published, when decisions are

@@ -62,11 +62,20 @@ fn upper(i: usize) -> u64 {
     lower.saturating_add((1u64 << (e - 3)) - 1)
 }
 
+/// The bucket of a duration (durations past 2^64 µs count as that).
+pub(super) fn bucket_of(lag: Duration) -> usize {
+    bucket(u64::try_from(lag.as_micros()).unwrap_or(u64::MAX))
+}
+
 impl LagHistogram {
     /// Counts one duration (durations past 2^64 µs count as that).
     pub fn record(&self, lag: Duration) {
-        let micros = u64::try_from(lag.as_micros()).unwrap_or(u64::MAX);
-        self.counts[bucket(micros)].fetch_add(1, Ordering::Relaxed);
+        self.add(bucket_of(lag), 1);
+    }
+
+    /// Counts `n` durations of bucket `bucket` ([`bucket_of`]).
+    pub(super) fn add(&self, bucket: usize, n: u64) {
+        self.counts[bucket].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Durations counted.

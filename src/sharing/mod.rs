@@ -10,6 +10,7 @@
 mod decision;
 mod lag;
 mod queue;
+mod tally;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -21,6 +22,7 @@ pub use queue::Outbox;
 
 use crate::clock::{nanos, Clock};
 use crate::config::Builder;
+use tally::Tally;
 
 /// What [`apply_decision`](crate::ApproxKvIndexer::apply_decision) did with a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,46 +129,57 @@ impl Replication {
         });
     }
 
-    /// Applies another replica's decision once, through `apply` (given its action and its
-    /// age by this index's wall clock): skips this replica's own and any not numbered above
-    /// the highest applied from its origin (counting the numbers skipped as gaps), records
-    /// the lag, and counts the outcome. The origin's lock is held while `apply` runs, so
-    /// one origin's decisions are applied one at a time, in order; other origins' are not
-    /// held up.
-    pub(crate) fn apply(
+    /// Applies other replicas' decisions once each, in order, through `apply` (given the
+    /// decision's place in `decisions`, its action and its age by this index's wall
+    /// clock), and reports each outcome to `out`: skips this replica's own and any not
+    /// numbered above the highest applied from its origin (counting the numbers skipped as
+    /// gaps), and counts the outcomes and lags. An origin's lock is held while `apply` runs
+    /// for a stretch of its consecutive decisions, so one origin's decisions are applied
+    /// one at a time, in order; other origins' are not held up. The counts reach the shared
+    /// counters at the end ([`Tally`]).
+    pub(crate) fn apply_each(
         &self,
-        decision: &Decision,
-        apply: impl FnOnce(&Action, Duration) -> Applied,
-    ) -> Applied {
-        if self.is_own(decision) {
-            return Applied::OwnOrigin;
+        decisions: &[Decision],
+        mut apply: impl FnMut(usize, &Action, Duration) -> Applied,
+        mut out: impl FnMut(Applied),
+    ) {
+        let mut tally = Tally::default();
+        let mut at = 0;
+        for stretch in decisions.chunk_by(|a, b| a.origin == b.origin) {
+            let foreign = stretch.iter().any(|d| !self.is_own(d));
+            let origin = foreign.then(|| {
+                Arc::clone(
+                    self.applied_seq
+                        .lock()
+                        .entry(stretch[0].origin)
+                        .or_default(),
+                )
+            });
+            let mut last = origin.as_deref().map(parking_lot::Mutex::lock);
+            for decision in stretch {
+                let outcome = match last.as_deref_mut() {
+                    Some(last) if !self.is_own(decision) => {
+                        if last.is_some_and(|seq| decision.seq <= seq) {
+                            tally.duplicate();
+                            Applied::Duplicate
+                        } else {
+                            if let Some(seq) = *last {
+                                tally.gaps(decision.seq - seq - 1);
+                            }
+                            *last = Some(decision.seq);
+                            let age = self.wall.now().saturating_sub(decision.decided_at);
+                            let outcome = apply(at, &decision.action, age);
+                            tally.outcome(outcome, age, self);
+                            outcome
+                        }
+                    }
+                    _ => Applied::OwnOrigin,
+                };
+                out(outcome);
+                at += 1;
+            }
         }
-        let origin = Arc::clone(self.applied_seq.lock().entry(decision.origin).or_default());
-        let mut last = origin.lock();
-        match *last {
-            Some(seq) if decision.seq <= seq => {
-                self.duplicates.fetch_add(1, Relaxed);
-                return Applied::Duplicate;
-            }
-            Some(seq) => {
-                self.gaps.fetch_add(decision.seq - seq - 1, Relaxed);
-            }
-            None => {}
-        }
-        *last = Some(decision.seq);
-        let age = self.wall.now().saturating_sub(decision.decided_at);
-        let outcome = apply(&decision.action, age);
-        match outcome {
-            Applied::Expired => self.expired.fetch_add(1, Relaxed),
-            _ => {
-                // Only applied decisions count in the lag: one skipped for being a TTL old
-                // (a late joiner reads many from a loosely trimmed stream) would stretch
-                // the percentiles with decisions that changed nothing here.
-                self.lag.record(age);
-                self.applied.fetch_add(1, Relaxed)
-            }
-        };
-        outcome
+        tally.add_to(self);
     }
 
     /// Whether this replica took `decision` (since it was built): `apply` skips it.
