@@ -1,7 +1,8 @@
 //! The index's side of sharing decisions with other router replicas: what a decision is
 //! ([`Decision`], [`Action`]), the [`Outbox`] that local decisions are queued in, the
 //! [`LagHistogram`] of arrivals, and the sharing state of one index ([`Replication`]:
-//! numbering, the highest sequence number applied per origin, counters).
+//! numbering, the highest sequence number applied per origin, counters, which applies
+//! tally on their thread first: `tally.rs`).
 //!
 //! Below the index, which holds a [`Replication`]; the public items are re-exported by
 //! `replication`, the public face, which adds the wire format, the index's methods that
