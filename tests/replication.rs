@@ -336,6 +336,34 @@ fn a_replica_restarted_with_its_id_gets_its_old_decisions_back() {
     assert_eq!(s.applied, 1); // the old decision; its own new one is skipped
 }
 
+/// Sequence numbers from an untrusted stream can skip nearly 2^64 at once, twice in one
+/// batch: the gaps wrap as they do one by one, and nothing panics (an overflowing sum did,
+/// in debug builds, before).
+#[test]
+fn gaps_of_nearly_2_pow_64_count_alike_in_a_batch() {
+    let (c1, c2) = (clock(), clock());
+    let (one_by_one, batched) = (replica(9, &c1), replica(9, &c2));
+    let removal = |origin, seq| Decision {
+        origin,
+        seq,
+        decided_at: EPOCH,
+        action: Action::RemoveWorker { worker_id: 1 },
+    };
+    let stream = [
+        removal(0, 0),
+        removal(1, 0),
+        removal(0, u64::MAX - 1),
+        removal(1, u64::MAX - 1),
+    ];
+    for d in &stream {
+        assert_eq!(one_by_one.apply_decision(d), Applied::Applied);
+    }
+    assert_eq!(batched.apply_decisions(&stream), [Applied::Applied; 4]);
+    let gaps = (u64::MAX - 2).wrapping_mul(2);
+    assert_eq!(one_by_one.replication_stats().gaps, gaps);
+    assert_eq!(batched.replication_stats().gaps, gaps);
+}
+
 /// Decisions from a few origins (one of them the receiver's own id), about a few workers,
 /// over prompts that share prefixes, dated from far in the past to the future.
 fn arb_decision_stream() -> impl Strategy<Value = Vec<Decision>> {

@@ -28,9 +28,11 @@ impl Tally {
         self.duplicates += 1;
     }
 
-    /// Counts `n` sequence numbers skipped in an origin's sequence.
+    /// Counts `n` sequence numbers skipped in an origin's sequence. Wrapping, as the
+    /// shared counter's atomic add does: numbers from untrusted streams can skip nearly
+    /// 2^64 at once, and a sum of wrapping adds is the same in any grouping.
     pub(super) fn gaps(&mut self, n: u64) {
-        self.gaps += n;
+        self.gaps = self.gaps.wrapping_add(n);
     }
 
     /// Counts an applied decision's outcome, `age` old on arrival (only those applied
