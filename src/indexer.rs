@@ -239,7 +239,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     ///   names by this index's sequence hash (its first block's hash is the chain of the
     ///   parent and its tokens hash, as in [`dump_events`](Self::dump_events)); otherwise
     ///   the event is dropped and counted in [`IndexStats::rejected_events`](crate::IndexStats),
-    ///   as Dynamo drops it. A block with `expires_in: Some(ttl_left)` (a dumped
+    ///   as Dynamo drops it. So is an event that names two of its blocks alike (by
+    ///   `block_hash`) or a block as its own parent: it changes nothing. A block with
+    ///   `expires_in: Some(ttl_left)` (a dumped
     ///   approximate entry) gets an approximate claim expiring that long from now (at most
     ///   the TTL), as the original would.
     /// - `Removed` ends the worker's claims on those blocks, exact *and* approximate (the

@@ -61,6 +61,24 @@ enum FuzzOp {
         local: Vec<u8>,
         seq: Vec<u8>,
     },
+    /// A `Stored` event as `Stored` makes it, with block `dup`'s name (`block_hash`)
+    /// replaced by block `as_of`'s, or by the parent's when `as_of` is past the blocks:
+    /// names that repeat, which the index rejects whole.
+    StoredRepeating {
+        worker: u8,
+        tokens: Vec<u8>,
+        from: u8,
+        to: u8,
+        dup: u8,
+        as_of: u8,
+    },
+    /// Several workers (bit `w` of `workers`) record one prompt, then `removed` is removed:
+    /// a removed worker among the holders of shared blocks.
+    ShareThenRemove {
+        workers: u8,
+        tokens: Vec<u8>,
+        removed: u8,
+    },
     Removed {
         worker: u8,
         tokens: Vec<u8>,
@@ -192,6 +210,44 @@ fuzz_target!(|input: Input| {
                     local,
                     seq,
                 }
+            }
+            FuzzOp::StoredRepeating {
+                worker: w,
+                tokens: t,
+                from,
+                to,
+                dup,
+                as_of,
+            } => {
+                let (local, mut seq, parent) = blocks(t, block_size, *from, *to);
+                if !seq.is_empty() {
+                    let dup = usize::from(*dup) % seq.len();
+                    let name = match seq.get(usize::from(*as_of)) {
+                        Some(&other) => other,
+                        None => parent.unwrap_or(seq[0]),
+                    };
+                    seq[dup] = name;
+                }
+                Op::Stored {
+                    worker: worker(*w),
+                    parent,
+                    local,
+                    seq,
+                }
+            }
+            FuzzOp::ShareThenRemove {
+                workers,
+                tokens: t,
+                removed,
+            } => {
+                for w in (0..6u8).filter(|w| workers & (1 << w) != 0) {
+                    h.apply(&Op::Record {
+                        worker: worker(w),
+                        tokens: tokens(t),
+                        salt: 0,
+                    });
+                }
+                Op::RemoveWorker(worker(*removed))
             }
             FuzzOp::StoredGarbage {
                 worker: w,

@@ -51,6 +51,13 @@ impl Engine {
     }
 
     fn stored<W: WorkerKey>(&self, worker: W, data: &KvCacheStoreData) {
+        if names_repeat(data) {
+            // Each block is one name: an event that reuses one (or names a block as its own
+            // parent) would rebind it, so that later removals hit the wrong block. Dropped,
+            // as Dynamo drops it.
+            self.rejected_events.add(1);
+            return;
+        }
         let guard = epoch::pin();
         let parent = match data.parent_hash {
             None => None,
@@ -207,6 +214,20 @@ fn in_our_hashes(parent: SequenceHash, data: &KvCacheStoreData) -> bool {
     data.blocks
         .first()
         .is_some_and(|b| SeqChain::after(Some(parent)).next(b.tokens_hash) == b.block_hash)
+}
+
+/// Whether a `Stored` event names two of its blocks alike, or a block as its parent.
+fn names_repeat(data: &KvCacheStoreData) -> bool {
+    let names = || data.blocks.iter().map(|b| b.block_hash.0);
+    if data.parent_hash.is_some_and(|p| names().any(|n| n == p.0)) {
+        return true;
+    }
+    if data.blocks.len() < 2 {
+        return false;
+    }
+    let mut sorted: Vec<u64> = names().collect();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[0] == w[1])
 }
 
 #[cfg(test)]

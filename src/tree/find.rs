@@ -367,7 +367,22 @@ impl Tree {
             }
             let depth = hi as u32;
             let at_hi: &[Holder] = at_hi.as_deref().unwrap_or(&last);
+            let searched = active.len();
             retain_holders(active, at_hi, now, |worker| report(out, worker, depth));
+            if active.len() == searched && !cfg!(loom_break = "search_unbounded") {
+                // Nobody dropped out where the search saw someone miss: a claim it read
+                // changed since (a refresh raised it in place, an event stored it), or
+                // the holder sets are not nested. Those left hold block `hi` as last
+                // read: on from there block by block, which ends (design.md, "Why every
+                // find ends").
+                let reading = Reading {
+                    now,
+                    workers,
+                    guard,
+                };
+                self.walk_from(hi, &mut keys, active, &reading, out);
+                return;
+            }
             lo = hi;
             // The workers left hold block `hi`; if it is a run's head, they are among its
             // holders, and the blocks after it have no key: on through the run.
@@ -401,11 +416,36 @@ impl Tree {
         scratch: &mut Scratch,
         out: &mut impl ScoreSink<W>,
     ) {
-        // Workers still matching every block so far, sorted by slot.
         let Scratch { active, seq } = scratch;
-        let n = query.len();
         let mut keys = Keys::new(query, seq);
-        let mut i = 0;
+        let reading = Reading {
+            now,
+            workers,
+            guard,
+        };
+        self.walk_from(0, &mut keys, active, &reading, out);
+    }
+
+    /// Walks the query block by block from block `from`, reporting each worker where it
+    /// drops out and those left at the end. From block 0 the active set is that block's
+    /// live holders; from any other block, `active` holds the workers that hold every block
+    /// before it (a galloping search handing over). Each step moves on by a block or
+    /// through a run, so the walk ends after at most one probe a block.
+    fn walk_from<W: WorkerKey>(
+        &self,
+        from: usize,
+        keys: &mut Keys<'_, '_>,
+        active: &mut Vec<(Slot, Active)>,
+        reading: &Reading<'_, impl SlotOwners>,
+        out: &mut impl ScoreSink<W>,
+    ) {
+        let Reading {
+            now,
+            workers,
+            guard,
+        } = *reading;
+        let n = keys.query.len();
+        let mut i = from;
         while i < n {
             let Probed {
                 holders,
@@ -413,6 +453,7 @@ impl Tree {
                 ..
             } = self.probe(keys.key(i), guard);
             if i == 0 {
+                active.clear();
                 active.extend(live_workers(&holders, now, workers));
             } else {
                 retain_holders(active, &holders, now, |worker| {
@@ -427,7 +468,7 @@ impl Tree {
                 i += 1;
                 continue;
             };
-            match through_run(run, (i, n), &mut keys, active, out) {
+            match through_run(run, (i, n), keys, active, out) {
                 Some(end) => i = end + 1,
                 None => return,
             }
@@ -435,6 +476,22 @@ impl Tree {
         settle(active, out, n);
     }
 }
+
+/// What every probe of one find reads with: the time claims are read at, the workers'
+/// liveness, and the epoch guard pinned for the whole find.
+struct Reading<'r, O> {
+    now: u64,
+    workers: &'r O,
+    guard: &'r Guard,
+}
+
+impl<O> Clone for Reading<'_, O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<O> Copy for Reading<'_, O> {}
 
 /// Where a query that reaches a run's head at block `at` goes on: see [`jump`].
 enum Jump {

@@ -131,3 +131,64 @@ fn dumps_name_blocks_by_this_index_hashes_never_the_engines() {
 }
 
 // ---------------------------------------------------------------------------------------
+
+/// src/indexer.rs, `apply_event`: "So is an event that names two of its blocks alike (by
+/// `block_hash`) or a block as its own parent: it changes nothing." The issue's case: a
+/// worker stored `[1]` under name 100; a store with parent 100 whose first block is also
+/// named 100 (then 200) once rebound the name, so the worker held `[1]`, `[1, 1]` and
+/// `[1, 1, 2]`, and a later `Removed(100)` removed `[1, 1]` instead of `[1]`.
+#[test]
+fn a_stored_event_whose_names_repeat_is_rejected_and_changes_nothing() {
+    let (index, _clock) = manual_index(1, TTL);
+    let local = |tokens: &[u32]| compute_block_hash_for_seq(tokens, 1);
+    let named = |name: u64, token: u32| block(SequenceHash(name), local(&[token])[0], None);
+    index.apply_event(&stored(7, None, vec![named(100, 1)]));
+    assert_eq!(score(&index, &[1, 1, 2], 7), Some(1));
+    let before = index.dump_events();
+    let entries = index.stats().entries;
+
+    let malformed = [
+        // The first block named as its parent.
+        stored(
+            7,
+            Some(SequenceHash(100)),
+            vec![named(100, 1), named(200, 2)],
+        ),
+        // A later block named as the parent.
+        stored(
+            7,
+            Some(SequenceHash(100)),
+            vec![named(300, 1), named(100, 2)],
+        ),
+        // Two blocks named alike, with and without a parent.
+        stored(
+            7,
+            Some(SequenceHash(100)),
+            vec![named(300, 1), named(300, 2)],
+        ),
+        stored(7, None, vec![named(400, 5), named(500, 6), named(400, 7)]),
+    ];
+    for (k, event) in malformed.iter().enumerate() {
+        index.apply_event(event);
+        assert_eq!(index.stats().rejected_events, k as u64 + 1, "{event:?}");
+        assert_eq!(index.stats().entries, entries, "{event:?}");
+        assert_eq!(index.dump_events(), before, "{event:?}");
+    }
+    assert_eq!(score(&index, &[1, 1, 2], 7), Some(1));
+    assert_eq!(score(&index, &[5, 6, 7], 7), None);
+
+    // The name still means `[1]`: its removal removes that block.
+    index.apply_event(&RouterEvent {
+        worker_id: 7,
+        event_id: 0,
+        data: KvCacheEventData::Removed(KvCacheRemoveData {
+            block_hashes: vec![SequenceHash(100)],
+        }),
+    });
+    assert_eq!(score(&index, &[1], 7), None);
+    assert_eq!(index.stats().entries, 0);
+    // A well-formed store with distinct names is accepted.
+    index.apply_event(&stored(7, None, vec![named(100, 1), named(200, 2)]));
+    assert_eq!(score(&index, &[1, 2], 7), Some(2));
+    assert_eq!(index.stats().rejected_events, malformed.len() as u64);
+}

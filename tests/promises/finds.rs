@@ -181,3 +181,54 @@ fn every_find_form_counts_as_one_find() {
 }
 
 // ---------------------------------------------------------------------------------------
+
+/// A find ends, and reports a state the index was in, when a claim it already read changes
+/// under it. docs/design.md, "Why every find ends": "each turn of the search drops a worker
+/// or raises its lower bound, or the find goes on block by block".
+///
+/// Worker 1's claim on the query's last block has expired (it is still in the tree: no
+/// sweep ran) while its claim on the blocks before is live; worker 2 holds the whole query.
+/// The find's callback, called for worker 2 while worker 1 is still being searched, records
+/// the query for worker 1, which raises worker 1's claim on the last block in place. The
+/// galloping search once read that block's holders a second time, found worker 1 there and
+/// looped for ever (found on 0cade0c by four recorders and two finders racing).
+#[test]
+fn a_find_ends_when_a_claim_it_read_is_refreshed_meanwhile() {
+    let (index, clock) = manual_index(2, TTL);
+    let index = Arc::new(index);
+    let prompt = tokens(0, 8); // 4 blocks
+    let (local, _) = chain(&prompt, 2);
+    index.process_routing_decision_for_request(&prompt, 1);
+    index.process_routing_decision_for_request(&prompt, 2);
+    clock.advance(TTL / 2);
+    index.process_routing_decision_for_request(&prompt[..6], 1);
+    clock.advance(Duration::from_secs(1));
+    index.process_routing_decision_for_request(&prompt, 2);
+    clock.advance(TTL / 2); // worker 1's claim on block 3 expired, its others live
+    assert_eq!(score(&index, &prompt, 1u64), Some(3));
+    assert_eq!(score(&index, &prompt, 2u64), Some(4));
+
+    let (done, finished) = std::sync::mpsc::channel();
+    let finder = {
+        let (index, prompt) = (Arc::clone(&index), prompt.clone());
+        std::thread::spawn(move || {
+            let mut seen = HashMap::new();
+            index.find_matches_with(&local, |worker, score| {
+                if worker == 2 {
+                    index.process_routing_decision_for_request(&prompt, 1);
+                }
+                seen.insert(worker, score);
+            });
+            done.send(seen).unwrap();
+        })
+    };
+    // Generous: the find takes microseconds; a find that loops never sends.
+    let seen = finished
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the find never returned");
+    finder.join().unwrap();
+    assert_eq!(seen.get(&2), Some(&4));
+    // Worker 1 is reported as it was before the refresh or after it, nothing else.
+    assert!(matches!(seen.get(&1), Some(3 | 4)), "{seen:?}");
+    assert_eq!(score(&index, &prompt, 1u64), Some(4));
+}

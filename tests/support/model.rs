@@ -15,7 +15,8 @@
 //!   the worker: the block its engine called so in an earlier event, else the block with
 //!   that sequence hash if the worker holds it live or if the event speaks this index's
 //!   hashes (its first block's hash is the chain of the parent and its tokens hash); an
-//!   unresolvable parent drops the event.
+//!   unresolvable parent drops the event, and so do block names that repeat or name the
+//!   parent.
 //!   Blocks are placed at the sequence hashes chained from the resolved parent by their
 //!   tokens hashes, whatever the engine's hashes are. A block with no `expires_in` is held
 //!   exactly; one with `expires_in` gets an approximate claim that long (at most the TTL).
@@ -446,7 +447,8 @@ impl Model {
         self.live(*held, now).then_some(hash)
     }
 
-    /// A `Stored` KV event at `now`. Returns false if it was dropped (unknown parent).
+    /// A `Stored` KV event at `now`. Returns false if it was dropped (unknown parent, or
+    /// block names that repeat or name the parent).
     pub fn stored(
         &mut self,
         now: u64,
@@ -454,6 +456,11 @@ impl Model {
         parent: Option<u64>,
         blocks: &[StoredBlock],
     ) -> bool {
+        // A block named twice, or named as the parent: dropped, nothing changes.
+        let names: std::collections::HashSet<u64> = blocks.iter().map(|b| b.1).collect();
+        if names.len() < blocks.len() || parent.is_some_and(|p| names.contains(&p)) {
+            return false;
+        }
         let parent = match parent {
             None => None,
             Some(hash) => {
