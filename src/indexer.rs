@@ -472,8 +472,11 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     }
 
     /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is
-    /// recorded again. O(ranks); the sweeper frees its entries within about one TTL.
-    /// Unknown ids are ignored.
+    /// recorded again. O(ranks); the next sweep (the sweeper's next tick, or
+    /// [`sweep_expired`](Self::sweep_expired)) frees its entries, whatever their TTL left,
+    /// in one pass over the tree for all the workers removed since the last sweep, so the
+    /// holders of removed workers never pile up on shared blocks under churn. Unknown ids
+    /// are ignored.
     ///
     /// ```
     /// # use approx_kv_index::ApproxKvIndexer;

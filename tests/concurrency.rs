@@ -156,6 +156,11 @@ fn every_call_is_safe_after_shutdown() {
     assert_eq!(index.find_matches_for_request(&tokens(0, 8)).scores[&1], 2);
     index.remove_worker(1);
     assert!(index.dump_events().is_empty());
+    assert_eq!(
+        index.sweep_expired(),
+        2,
+        "the removed worker's entries, purged"
+    );
     assert_eq!(index.sweep_expired(), 0);
     let _ = index.stats();
     drop(index); // Drop after shutdown joins nothing twice

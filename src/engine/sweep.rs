@@ -157,9 +157,11 @@ impl Engine {
         }
     }
 
-    /// Removes every entry of dead slots that no timer will lead a walk to.
+    /// Removes every entry of the slots removed since the last purge (all of them in one
+    /// pass over the node map), so that a removed worker's entries are gone within about a
+    /// tick, not a TTL, and never pile up on the blocks everybody shares.
     fn purge_dead(&self) -> usize {
-        let (slots, busy): (Vec<Slot>, Vec<Slot>) = self
+        let (mut slots, busy): (Vec<Slot>, Vec<Slot>) = self
             .workers
             .take_purges()
             .into_iter()
@@ -168,6 +170,8 @@ impl Engine {
         if slots.is_empty() {
             return 0;
         }
+        slots.sort_unstable();
+        slots.dedup();
         let guard = epoch::pin();
         let removed = self.tree.purge(&slots, &guard);
         for (&slot, &n) in slots.iter().zip(&removed) {

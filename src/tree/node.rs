@@ -550,6 +550,58 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Removes, in one change, every holder whose slot `gone` names (a purge of removed
+    /// workers), calling `removed` for each. Returns whether the node is left empty, which
+    /// the caller then unlinks under the same lock. `&mut self`: the shard write lock. One
+    /// new array (or the last holder back inline) whatever the number removed, so a purge
+    /// costs O(holders) per node, not per removed holder.
+    pub(crate) fn remove_slots(
+        &mut self,
+        gone: impl Fn(Slot) -> bool,
+        mut removed: impl FnMut(Slot),
+        guard: &Guard,
+    ) -> bool {
+        let Some(array) = self.array(guard) else {
+            let Some((slot, _)) = self.sole().filter(|&(s, _)| gone(s)) else {
+                return false;
+            };
+            removed(slot);
+            self.meta
+                .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
+            return true;
+        };
+        let current = as_holders(array, self.slot_or_len());
+        let kept = current.iter().filter(|h| !gone(h.slot())).count();
+        if kept == current.len() {
+            return false;
+        }
+        for h in current.iter().filter(|h| gone(h.slot())) {
+            removed(h.slot());
+        }
+        match kept {
+            0 => {
+                let old = self.array(guard);
+                self.meta
+                    .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
+                retire(old, guard);
+                true
+            }
+            1 => {
+                let other = current.iter().find(|h| !gone(h.slot()));
+                self.set_sole(snapshot(other.expect("one kept")), guard);
+                false
+            }
+            _ => {
+                // Always a new array (see `settle`): readers may still read the old one.
+                let pairs = current.iter().filter(|h| !gone(h.slot())).map(snapshot);
+                self.set_array(new_array(kept, kept, pairs), kept, guard);
+                false
+            }
+        }
+    }
+}
+
 /// `meta` of a free bucket of the node map (`map.rs`): no node has it (a node is never
 /// both a run's head and its tail marker).
 const FREE: u32 = u32::MAX;

@@ -119,16 +119,18 @@ impl Tree {
         }
     }
 
-    /// Removes every entry of the given (dead) slots, node by node, one shard lock at a
-    /// time. O(nodes): used only for dead slots that no timer leads a walk to (exact
-    /// entries, or no timers at all). Returns the entries removed per slot, in `slots`
-    /// order.
+    /// Removes every entry of the given (dead) slots, sorted by slot, node by node, one
+    /// shard lock at a time: each node holding any of them changes once, whatever the
+    /// number of them it holds (one new array, `Node::remove_slots`), and so does a run's
+    /// head. O(nodes) for all the slots together: the sweeper purges every removed worker
+    /// this way, in one pass a tick. Returns the entries removed per slot, in `slots` order.
     pub(crate) fn purge(&self, slots: &[Slot], guard: &Guard) -> Vec<usize> {
+        debug_assert!(slots.windows(2).all(|w| w[0] < w[1]));
         let mut removed = vec![0; slots.len()];
         // A run of such a slot split up by another thread's record during the pass over
-        // the map may have put blocks in shards already passed: pass again until a pass
-        // finds nothing (a run the first pass saw as a head, it removed or followed; the
-        // slots get no new entries, so the second pass usually finds none).
+        // the map may have put blocks in shards already passed, and a record racing the
+        // removal may still add an entry: pass again until a pass finds nothing (the
+        // second usually finds none).
         // (Bounded all the same, should a pass keep finding what it cannot remove.)
         for _ in 0..16 {
             if !self.purge_pass(slots, &mut removed, guard) {
@@ -140,10 +142,12 @@ impl Tree {
 
     /// One pass of [`purge`](Self::purge), adding to `removed`; whether it found anything.
     fn purge_pass(&self, slots: &[Slot], removed: &mut [usize], guard: &Guard) -> bool {
+        let index = |slot: Slot| slots.binary_search(&slot).ok();
+        let gone = |slot: Slot| index(slot).is_some();
         // Each key with its run, if it is a run's head (the run, pinned, outlives a split).
         let mut keys: Vec<(u64, Option<usize>)> = Vec::new();
         self.nodes.for_each(|key, n| {
-            if n.holders(guard).iter().any(|h| slots.contains(&h.slot())) {
+            if n.holders(guard).iter().any(|h| gone(h.slot())) {
                 keys.push(match n.kind() {
                     Kind::Head(run) => (key, Some(run)),
                     _ => (key, None),
@@ -161,51 +165,40 @@ impl Tree {
             };
             // SAFETY: read from a head under the shard lock, with `guard` pinned since.
             let r = unsafe { run::run_at(run, guard) };
-            // The purged slots among the run's holders.
-            let held: Option<Vec<usize>> = self.nodes.get(&key).and_then(|n| {
-                let here = n.kind() == Kind::Head(run);
-                here.then(|| {
-                    let holders = n.holders(guard);
-                    let purged =
-                        |(_, &slot): &(usize, &Slot)| super::holder::find(&holders, slot).is_some();
-                    slots
-                        .iter()
-                        .enumerate()
-                        .filter(purged)
-                        .map(|(i, _)| i)
-                        .collect()
-                })
-            });
-            // Split up since the scan (its blocks are nodes now), or removed.
-            let Some(held) = held else {
+            let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
+                continue; // removed since the scan
+            };
+            if entry.get().kind() != Kind::Head(run) || !r.is_live() {
+                // Split up (or being split) since the scan: its blocks are nodes.
+                drop(entry);
+                r.wait_split();
                 blocks.extend_from_slice(r.seqs());
                 continue;
-            };
-            let at = (SequenceHash(key), run, r.tail());
-            for i in held {
-                let remove = |_| Settle::Remove;
-                match self.walk_run(at, slots[i], remove, usize::MAX, true, || {}, guard) {
-                    RunWalk::Removed { removed: n, .. } => removed[i] += n,
-                    RunWalk::Again => {
-                        blocks.extend_from_slice(r.seqs());
-                        break;
-                    }
-                    RunWalk::Stop => {}
-                }
+            }
+            let len = r.len();
+            let count = |slot: Slot| removed[index(slot).expect("a purged slot")] += len;
+            let empty = self.reshape(entry.get_mut(), guard, |n| {
+                n.remove_slots(gone, count, guard)
+            });
+            if empty {
+                let bytes = r.bytes();
+                entry.remove();
+                self.unlinked_run(len, bytes);
+                self.remove_tail_marker(r.tail(), SequenceHash(key), run);
             }
         }
         for key in blocks {
-            for (i, &slot) in slots.iter().enumerate() {
-                let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
-                    break;
-                };
-                if entry.get().kind() != Kind::Block {
-                    break;
-                }
-                let outcome = self.reshape(entry.get_mut(), guard, |n| {
-                    n.settle(slot, |_| Settle::Remove, guard)
-                });
-                removed[i] += finish_removal(entry, outcome);
+            let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
+                continue;
+            };
+            if entry.get().kind() != Kind::Block {
+                continue;
+            }
+            let count = |slot: Slot| removed[index(slot).expect("a purged slot")] += 1;
+            if self.reshape(entry.get_mut(), guard, |n| {
+                n.remove_slots(gone, count, guard)
+            }) {
+                entry.remove();
             }
         }
         true

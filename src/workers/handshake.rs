@@ -27,7 +27,15 @@ impl Workers {
         let info = self.slots.get(slot).expect("a mapped slot has a segment");
         let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
         info.state.store(pack(generation, DEAD), Ordering::SeqCst);
-        if self.purge_all_dead || info.had_exact.load(Ordering::SeqCst) {
+        // Every dead slot that holds entries is purged by the next sweep (one pass over
+        // the map for all of them): a removed worker's entries then go within about a
+        // tick instead of a TTL, so dead holders never pile up on shared blocks under
+        // churn. Exact entries (no timer) and capacity-only mode (no timers at all) need
+        // the purge even for entries stored after this look: the writer handshake.
+        if self.purge_all_dead
+            || info.had_exact.load(Ordering::SeqCst)
+            || info.entries.load(Ordering::SeqCst) > 0
+        {
             self.queue_purge(slot, info);
         }
         if info.entries.load(Ordering::SeqCst) <= 0 {

@@ -85,6 +85,11 @@ mod tests {
         let b = w.resolve(11u64).unwrap();
         assert_ne!(a, b, "a slot with entries must not be reused");
         w.adjust_entries(a, -2);
+        // A slot removed with entries is queued for the sweeper's purge, and is recycled
+        // only once that has run (as `Engine::purge_dead` does it).
+        assert_eq!(w.take_purges(), vec![a]);
+        assert!(!w.free.lock().recycled.contains(&a));
+        w.purge_done(a);
         // Drive the epoch collector until the deferred reclaim has run. Other tests'
         // threads, pinned meanwhile, can hold the epoch back for a while (a fixed number
         // of flushes was not always enough): bounded generously instead.

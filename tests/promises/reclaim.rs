@@ -64,8 +64,8 @@ fn after_shutdown_recording_callers_reclaim_nothing() {
 }
 
 /// src/stats.rs, `IndexStats::expirations`: "(block, worker) pairs reclaimed by the sweeper
-/// since creation (expired or removed)"; src/indexer.rs, `remove_worker`: "the sweeper
-/// frees its entries within about one TTL".
+/// since creation (expired or removed)"; src/indexer.rs, `remove_worker`: "the next sweep
+/// (the sweeper's next tick) frees its entries".
 #[test]
 fn entries_of_removed_workers_are_reclaimed_and_counted_as_expirations() {
     let (index, clock) = manual_index(1, TTL);
@@ -86,47 +86,35 @@ fn entries_of_removed_workers_are_reclaimed_and_counted_as_expirations() {
     );
 }
 
-/// src/indexer.rs, `remove_worker`: "the sweeper frees its entries within about one TTL";
-/// design.md, sweep: a walk stops at a later claim ("a later decision's claim, which that
-/// decision's own timer walks, for a DEAD slot too"). A removed worker's decisions of
-/// different ages are freed each at its own TTL, never leaving a later one's blocks without
-/// their prefix; `stats().nodes` stays the number of distinct prefixes throughout, also
-/// once another worker's prompt continues through them.
+/// src/indexer.rs, `remove_worker`: "the next sweep (the sweeper's next tick) frees its
+/// entries, whatever their TTL left". A removed worker's decisions of different ages,
+/// some of them refreshed, are all freed by the first sweep after the removal, not each at
+/// its own TTL; the timers left behind free nothing more; `stats().nodes` stays the number
+/// of distinct prefixes throughout, also once another worker's prompt continues through
+/// them.
 #[test]
-fn a_removed_workers_decisions_are_freed_each_at_its_own_ttl() {
+fn a_removed_workers_decisions_are_freed_by_the_next_sweep() {
     let (index, clock) = manual_index(1, TTL);
     index.process_routing_decision_for_request(&[1, 2], 1);
     clock.advance(TTL / 2);
     index.process_routing_decision_for_request(&[1, 3], 1); // refreshes block [1]
-    index.remove_worker(1);
-    clock.advance(TTL / 2);
-    assert_eq!(
-        index.sweep_expired(),
-        1,
-        "only the first decision's own block"
-    );
-    let stats = index.stats();
-    assert_eq!(
-        (stats.entries, stats.nodes),
-        (2, 2),
-        "[1] and [1, 3]: {stats:?}"
-    );
     index.process_routing_decision_for_request(&[1, 3, 4], 2);
-    let stats = index.stats();
-    assert_eq!((stats.entries, stats.nodes), (5, 3), "{stats:?}");
-    assert_eq!(index.find_matches_for_request(&[1, 3, 4]).scores[&2], 3);
-    clock.advance(TTL / 2);
-    assert_eq!(
-        index.sweep_expired(),
-        2,
-        "the second decision's, within one TTL"
-    );
+    index.remove_worker(1);
+    assert_eq!(index.stats().entries, 6);
+    assert_eq!(index.sweep_expired(), 3, "worker 1's three entries");
     let stats = index.stats();
     assert_eq!(
         (stats.entries, stats.nodes),
         (3, 3),
         "worker 2's: {stats:?}"
     );
+    assert_eq!(index.find_matches_for_request(&[1, 3, 4]).scores[&2], 3);
+    // Worker 1's timers come due and find nothing left; worker 2's own TTL ends later.
+    clock.advance(TTL / 2);
+    assert_eq!(index.sweep_expired(), 0);
+    clock.advance(TTL / 2);
+    assert_eq!(index.sweep_expired(), 3, "worker 2's, at its TTL");
+    assert_eq!(index.stats().nodes, 0);
 }
 
 /// src/stats.rs, `IndexStats::pending_timers`: "one per recorded decision not yet swept,

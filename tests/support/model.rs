@@ -42,8 +42,7 @@
 //! - every approximate claim schedules a walk (a *timer*) at its expiry: a decision from its
 //!   leaf; a restored or replayed claim from its block; a claim removed by an event from the
 //!   removed block's parent (the walks of the decisions behind it stop at the gap);
-//! - a sweep at `now` first purges removed registrations that had exact entries (or all,
-//!   for never-TTLs), then runs every timer due by `now` (at threshold `now`), then drops
+//! - a sweep at `now` first purges every removed registration's entries, then runs every timer due by `now` (at threshold `now`), then drops
 //!   logged decisions whose expiry passed;
 //! - caps: every decision (and every scheduled walk from the past) is logged per
 //!   registration (per-worker cap) and index-wide (global cap) in expiry order: decisions
@@ -540,10 +539,9 @@ impl Model {
 
     /// Forgets `worker` (unknown workers are ignored).
     pub fn remove_worker(&mut self, worker: WorkerId) {
+        // The next sweep purges every removed registration's entries.
         if let Some(reg) = self.registration.remove(&worker) {
-            if self.never || self.had_exact.contains(&reg) {
-                self.to_purge.push(reg);
-            }
+            self.to_purge.push(reg);
         }
     }
 
