@@ -7,7 +7,8 @@
 //! same kind of prompt for 4 stable workers and finds each decision right after it returns
 //! (the stable pair, in one thread). Each round runs the same threads twice, with and
 //! without the removals (interleaved), and prints the stable pair's decisions/s and the
-//! index's bytes at the end of each run, and their ratios.
+//! index's bytes per decision recorded at the end of each run (the two runs record
+//! different numbers of decisions in the same time), and their ratios.
 //!
 //! `APPROX_KV_CHURN=soak` runs the churn threads throttled to `APPROX_KV_CHURN_REMOVALS`
 //! removals/s (default 10,000) for `APPROX_KV_CHURN_SECS` (default 600) and prints, every
@@ -33,22 +34,6 @@ const IDS_PER_THREAD: u64 = 16;
 const REMOVE_EVERY: u64 = 5;
 const STABLE_WORKERS: u64 = 4;
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Resident set size of this process in MiB (Linux; 0 elsewhere).
-fn rss_mib() -> f64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    pages * 4096.0 / (1024.0 * 1024.0)
-}
-
 /// A prompt: system prompt `n % 8`'s first 2 to 9 blocks, then 2 blocks unique to `n`.
 fn prompt(n: u64) -> Vec<u32> {
     let r = common::mix(n);
@@ -68,30 +53,32 @@ fn index() -> ApproxKvIndexer {
         .expect("valid config")
 }
 
-/// One churn thread's loop: records for its ids in turn, removing each id after every
-/// 5th record of it (if `remove`), at most `per_sec` removals/s (0: no limit), counted in
-/// `removed`.
+/// One churn thread's loop: records for its ids in turn and, with `removals` (at most so
+/// many a second, 0: no limit), removes them all once each has had 5 more records, counted
+/// in `removed`.
 fn churn(
     index: &ApproxKvIndexer,
     t: u64,
-    (remove, per_sec): (bool, u64),
+    removals: Option<u64>,
     removed: &AtomicU64,
     stop: &AtomicBool,
 ) {
-    let (start, mut n, mut removals) = (Instant::now(), 0u64, 0u64);
+    let (start, mut n, mut done) = (Instant::now(), 0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         let id = t * IDS_PER_THREAD + n % IDS_PER_THREAD;
         index.process_routing_decision_for_request(&prompt(n ^ (t << 40)), id);
         n += 1;
-        if remove && (n / IDS_PER_THREAD) % REMOVE_EVERY == 0 && n % IDS_PER_THREAD == 0 {
-            // Every id of this thread has had 5 more records: remove them all.
+        let Some(per_sec) = removals else {
+            continue;
+        };
+        if n % (IDS_PER_THREAD * REMOVE_EVERY) == 0 {
             for i in 0..IDS_PER_THREAD {
                 index.remove_worker(t * IDS_PER_THREAD + i);
             }
-            removals += IDS_PER_THREAD;
+            done += IDS_PER_THREAD;
             removed.fetch_add(IDS_PER_THREAD, Ordering::Relaxed);
             if per_sec > 0 {
-                let due = Duration::from_secs_f64(removals as f64 / per_sec as f64);
+                let due = Duration::from_secs_f64(done as f64 / per_sec as f64);
                 if let Some(wait) = due.checked_sub(start.elapsed()) {
                     std::thread::sleep(wait);
                 }
@@ -118,31 +105,52 @@ fn stable(index: &ApproxKvIndexer, pairs: &AtomicU64, stop: &AtomicBool) {
     }
 }
 
-/// One run of `secs`: the stable pair's decisions/s and the index's bytes at the end.
-fn run(remove: bool, secs: u64) -> (f64, usize) {
-    let index = index();
-    let stop = AtomicBool::new(false);
-    let (pairs, removed) = (AtomicU64::new(0), AtomicU64::new(0));
+/// What the threads of one run count: workers removed, stable pairs done.
+#[derive(Default)]
+struct Counts {
+    removed: AtomicU64,
+    pairs: AtomicU64,
+}
+
+/// Runs the churn threads (`removals` as in [`churn`]) and the stable pair on `index`
+/// while `watch` runs on this thread, then stops them.
+fn under_load(index: &ApproxKvIndexer, removals: Option<u64>, watch: impl FnOnce(&Counts)) {
+    let (stop, counts) = (AtomicBool::new(false), Counts::default());
     std::thread::scope(|s| {
         for t in 0..CHURN_THREADS {
-            let (index, stop, removed) = (&index, &stop, &removed);
-            s.spawn(move || churn(index, t, (remove, 0), removed, stop));
+            let (stop, counts) = (&stop, &counts);
+            let share = removals.map(|r| r / CHURN_THREADS);
+            s.spawn(move || churn(index, t, share, &counts.removed, stop));
         }
-        s.spawn(|| stable(&index, &pairs, &stop));
-        std::thread::sleep(Duration::from_secs(secs));
+        s.spawn(|| stable(index, &counts.pairs, &stop));
+        watch(&counts);
         stop.store(true, Ordering::Relaxed);
     });
-    let rate = pairs.load(Ordering::Relaxed) as f64 / secs as f64;
-    (rate, index.stats().estimated_bytes)
+}
+
+/// One run of `secs`: the stable pair's decisions/s, and the index's bytes per decision
+/// recorded at the end (the runs record different numbers of decisions in the same time).
+fn run(remove: bool, secs: u64) -> (f64, f64) {
+    let index = index();
+    let mut pairs = 0;
+    under_load(&index, remove.then_some(0), |counts| {
+        std::thread::sleep(Duration::from_secs(secs));
+        pairs = counts.pairs.load(Ordering::Relaxed);
+    });
+    let stats = index.stats();
+    let per_decision = stats.estimated_bytes as f64 / stats.records.max(1) as f64;
+    (pairs as f64 / secs as f64, per_decision)
 }
 
 fn rounds() {
     let (rounds, secs) = (
-        env("APPROX_KV_CHURN_ROUNDS", 3),
-        env("APPROX_KV_CHURN_SECS", 10),
+        common::env("APPROX_KV_CHURN_ROUNDS", 3),
+        common::env("APPROX_KV_CHURN_SECS", 10),
     );
     println!("churn: {rounds} rounds of {secs} s without and with removals");
-    println!("round  stable/s plain  stable/s churn  ratio  bytes plain  bytes churn  ratio");
+    println!(
+        "round  stable/s plain  stable/s churn  ratio  B/decision plain  B/decision churn  ratio"
+    );
     let (mut rate_ratios, mut byte_ratios) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let (plain, churned) = if round % 2 == 0 {
@@ -153,9 +161,9 @@ fn rounds() {
             (run(false, secs), churned)
         };
         let rate = churned.0 / plain.0;
-        let bytes = churned.1 as f64 / plain.1 as f64;
+        let bytes = churned.1 / plain.1;
         println!(
-            "{round:>5}  {:>14.0}  {:>14.0}  {rate:>5.3}  {:>11}  {:>11}  {bytes:>5.3}",
+            "{round:>5}  {:>14.0}  {:>14.0}  {rate:>5.3}  {:>16.0}  {:>16.0}  {bytes:>5.3}",
             plain.0, churned.0, plain.1, churned.1
         );
         rate_ratios.push(rate);
@@ -166,34 +174,26 @@ fn rounds() {
         v[v.len() / 2]
     };
     println!(
-        "median: stable pair with removals / without {:.3}; bytes {:.3}",
+        "median: stable pair with removals / without {:.3}; bytes per decision {:.3}",
         median(&mut rate_ratios),
         median(&mut byte_ratios)
     );
 }
 
 fn soak() {
-    let secs = env("APPROX_KV_CHURN_SECS", 600);
-    let per_sec = env("APPROX_KV_CHURN_REMOVALS", 10_000);
+    let secs = common::env("APPROX_KV_CHURN_SECS", 600);
+    let per_sec = common::env("APPROX_KV_CHURN_REMOVALS", 10_000);
     println!("churn soak: {secs} s, at most {per_sec} removals/s");
     println!("    t  removals/s  stable/s     entries       bytes  workers  rss MiB");
     let index = index();
-    let stop = AtomicBool::new(false);
-    let (removed, pairs) = (AtomicU64::new(0), AtomicU64::new(0));
-    std::thread::scope(|s| {
-        for t in 0..CHURN_THREADS {
-            let (index, stop, removed) = (&index, &stop, &removed);
-            let share = per_sec / CHURN_THREADS;
-            s.spawn(move || churn(index, t, (true, share), removed, stop));
-        }
-        s.spawn(|| stable(&index, &pairs, &stop));
+    under_load(&index, Some(per_sec), |counts| {
         let start = Instant::now();
         let mut last = (0u64, 0u64);
         while start.elapsed() < Duration::from_secs(secs) {
             std::thread::sleep(Duration::from_secs(10));
             let now = (
-                removed.load(Ordering::Relaxed),
-                pairs.load(Ordering::Relaxed),
+                counts.removed.load(Ordering::Relaxed),
+                counts.pairs.load(Ordering::Relaxed),
             );
             let st = index.stats();
             println!(
@@ -204,11 +204,10 @@ fn soak() {
                 st.entries,
                 st.estimated_bytes,
                 st.workers,
-                rss_mib()
+                common::rss_mib()
             );
             last = now;
         }
-        stop.store(true, Ordering::Relaxed);
     });
 }
 

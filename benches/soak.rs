@@ -23,22 +23,6 @@ const BLOCK: u32 = 16;
 const WORKERS: u64 = 64;
 const CONVERSATIONS: u64 = 50_000;
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Resident set size of this process in MiB (Linux; 0 elsewhere).
-fn rss_mib() -> f64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    pages * 4096.0 / (1024.0 * 1024.0)
-}
-
 /// A prompt's tokens: the shared prefix, conversation `c`'s block, `fresh` new blocks.
 fn prompt(c: u64, fresh: u64, unique: u64) -> Vec<u32> {
     let mut tokens: Vec<u32> = (0..4 * BLOCK).collect();
@@ -52,8 +36,8 @@ fn prompt(c: u64, fresh: u64, unique: u64) -> Vec<u32> {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
-    let secs = env("APPROX_KV_SOAK_SECS", 60);
-    let recorders = env("APPROX_KV_SOAK_RECORDERS", 2);
+    let secs = common::env("APPROX_KV_SOAK_SECS", 60);
+    let recorders = common::env("APPROX_KV_SOAK_RECORDERS", 2);
     let index = ApproxKvIndexer::builder()
         .block_size(BLOCK)
         .ttl(Duration::from_secs(2))
@@ -113,7 +97,7 @@ fn main() {
                 rate,
                 stats.entries,
                 stats.pending_timers,
-                rss_mib(),
+                common::rss_mib(),
                 stats.caller_expirations
             );
         }

@@ -17,3 +17,18 @@ pub(crate) trait SlotOwners {
     /// lookup of the slot.
     fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)>;
 }
+
+/// Every slot is a live worker of its own number, with no entries counted: the slot owners
+/// of the tree's own tests and loom models.
+#[cfg(test)]
+pub(crate) struct AllAlive;
+
+#[cfg(test)]
+impl SlotOwners for AllAlive {
+    fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
+        Some(W::from_parts(u64::from(slot), 0))
+    }
+    fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)> {
+        Some((W::from_parts(u64::from(slot), 0), 0))
+    }
+}

@@ -96,3 +96,21 @@ pub fn route(index: &ApproxKvIndexer, tokens: &[u32], loads: &Loads) -> (usize, 
     let _ = index.process_routing_decision(w as u64, &local, &seq);
     (w, n)
 }
+
+/// The number in environment variable `name`, else `default` (the print-out benches'
+/// settings).
+pub fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Resident set size of this process in MiB (Linux; 0 elsewhere).
+pub fn rss_mib() -> f64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    pages * 4096.0 / (1024.0 * 1024.0)
+}

@@ -16,7 +16,7 @@
 //! (`docs/design.md`, "Why every find ends").
 //!
 //! Can fail: with `--cfg loom_break="search_unbounded"` (a turn that drops nobody starts
-//! the next turn at the same block, as on 0cade0c) the find spins for good in the
+//! the next turn at the same block) the find spins for good in the
 //! interleaving where the refresh lands between the two reads; loom reports that the model
 //! "exceeded maximum number of branches".
 
@@ -24,10 +24,10 @@ use loom::sync::Arc;
 use loom::thread;
 
 use crate::scores::OverlapScores;
-use crate::slot::{Slot, SlotOwners};
+use crate::slot::AllAlive;
 use crate::tree::claim::Claim;
 use crate::tree::{Block, Query, Tree};
-use crate::{LocalBlockHash, WorkerKey};
+use crate::LocalBlockHash;
 
 const REFRESHED: u32 = 1;
 const WHOLE: u32 = 2;
@@ -35,18 +35,6 @@ const WHOLE: u32 = 2;
 const NOW: u64 = 10;
 const ENDED: u64 = 5;
 const LIVE: u64 = 100;
-
-/// Every slot is a live worker of its own number.
-struct AllAlive;
-
-impl SlotOwners for AllAlive {
-    fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
-        Some(W::from_parts(u64::from(slot), 0))
-    }
-    fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)> {
-        Some((W::from_parts(u64::from(slot), 0), 2))
-    }
-}
 
 #[test]
 fn find_races_an_in_place_refresh_of_a_claim_it_read() {

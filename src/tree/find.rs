@@ -380,7 +380,7 @@ impl Tree {
                     workers,
                     guard,
                 };
-                self.walk_from(hi, &mut keys, active, &reading, out);
+                self.walk_from(hi, &mut keys, active, reading, out);
                 return;
             }
             lo = hi;
@@ -423,7 +423,7 @@ impl Tree {
             workers,
             guard,
         };
-        self.walk_from(0, &mut keys, active, &reading, out);
+        self.walk_from(0, &mut keys, active, reading, out);
     }
 
     /// Walks the query block by block from block `from`, reporting each worker where it
@@ -436,14 +436,14 @@ impl Tree {
         from: usize,
         keys: &mut Keys<'_, '_>,
         active: &mut Vec<(Slot, Active)>,
-        reading: &Reading<'_, impl SlotOwners>,
+        reading: Reading<'_, impl SlotOwners>,
         out: &mut impl ScoreSink<W>,
     ) {
         let Reading {
             now,
             workers,
             guard,
-        } = *reading;
+        } = reading;
         let n = keys.query.len();
         let mut i = from;
         while i < n {
@@ -484,14 +484,6 @@ struct Reading<'r, O> {
     workers: &'r O,
     guard: &'r Guard,
 }
-
-impl<O> Clone for Reading<'_, O> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<O> Copy for Reading<'_, O> {}
 
 /// Where a query that reaches a run's head at block `at` goes on: see [`jump`].
 enum Jump {

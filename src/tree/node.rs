@@ -493,8 +493,7 @@ impl Node {
                     Outcome::Cleared
                 }
                 Settle::Remove => {
-                    self.meta
-                        .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
+                    self.mark_empty();
                     Outcome::Removed { was, last: true }
                 }
             };
@@ -511,25 +510,6 @@ impl Node {
                 current[at].expiry.store(0, Ordering::Release);
                 Outcome::Cleared
             }
-            Settle::Remove if current.len() <= 2 => {
-                // Back inline: the other holder moves into the node (no reader sees it
-                // there outside the lock we hold exclusively) and the array is retired, so
-                // a reader still holding it reads it whole. (An array has two or more
-                // holders; were it one, the node would be left empty.)
-                match current.iter().enumerate().find(|&(i, _)| i != at) {
-                    Some((_, other)) => {
-                        self.set_sole(snapshot(other), guard);
-                        Outcome::Removed { was, last: false }
-                    }
-                    None => {
-                        let old = self.array(guard);
-                        self.meta
-                            .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
-                        retire(old, guard);
-                        Outcome::Removed { was, last: true }
-                    }
-                }
-            }
             Settle::Remove if cfg!(loom_break = "remove_in_place") && at + 1 == current.len() => {
                 // Broken (loom model `append_vs_find`): the last cell is dropped from
                 // `len` in place, so the next append rewrites a cell readers may hold.
@@ -538,19 +518,13 @@ impl Node {
                 Outcome::Removed { was, last: false }
             }
             Settle::Remove => {
-                // Always a new array, never a shorter `len`: a reader may still be reading
-                // the removed cell, which a later append would then overwrite.
-                let len = current.len() - 1;
-                let pairs = current[..at].iter().chain(&current[at + 1..]).map(snapshot);
-                let array = new_array(len, len, pairs);
-                self.set_array(array, len, guard);
-                Outcome::Removed { was, last: false }
+                let last =
+                    self.keep_holders(current, current.len() - 1, |h| h.slot() != slot, guard);
+                Outcome::Removed { was, last }
             }
         }
     }
-}
 
-impl Node {
     /// Removes, in one change, every holder whose slot `gone` names (a purge of removed
     /// workers), calling `removed` for each. Returns whether the node is left empty, which
     /// the caller then unlinks under the same lock. `&mut self`: the shard write lock. One
@@ -567,8 +541,7 @@ impl Node {
                 return false;
             };
             removed(slot);
-            self.meta
-                .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
+            self.mark_empty();
             return true;
         };
         let current = as_holders(array, self.slot_or_len());
@@ -579,26 +552,47 @@ impl Node {
         for h in current.iter().filter(|h| gone(h.slot())) {
             removed(h.slot());
         }
+        self.keep_holders(current, kept, |h| !gone(h.slot()), guard)
+    }
+
+    /// Replaces the node's array `current` by the `kept` holders (fewer than all) that
+    /// `keep` keeps: a new exact-size array, the one left back inline (no reader sees it
+    /// there outside the lock we hold exclusively), or none, the node left empty (returns
+    /// true: the caller unlinks it under the same lock). Always a new array, never a
+    /// shorter `len`: a reader may still be reading a removed cell, which a later append
+    /// would then overwrite; the old array is retired, so such a reader reads it whole.
+    fn keep_holders(
+        &mut self,
+        current: &[Holder],
+        kept: usize,
+        keep: impl Fn(&Holder) -> bool,
+        guard: &Guard,
+    ) -> bool {
+        debug_assert!(kept < current.len());
+        let mut pairs = current.iter().filter(|h| keep(h)).map(snapshot);
         match kept {
             0 => {
                 let old = self.array(guard);
-                self.meta
-                    .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
+                self.mark_empty();
                 retire(old, guard);
                 true
             }
             1 => {
-                let other = current.iter().find(|h| !gone(h.slot()));
-                self.set_sole(snapshot(other.expect("one kept")), guard);
+                self.set_sole(pairs.next().expect("one kept"), guard);
                 false
             }
             _ => {
-                // Always a new array (see `settle`): readers may still read the old one.
-                let pairs = current.iter().filter(|h| !gone(h.slot())).map(snapshot);
                 self.set_array(new_array(kept, kept, pairs), kept, guard);
                 false
             }
         }
+    }
+
+    /// Marks the node empty (`EMPTY`, neither inline holder nor array): between a removal
+    /// of its last holder and its unlinking under the same lock.
+    fn mark_empty(&mut self) {
+        self.meta
+            .store(self.depth() | self.run_bits() | EMPTY, Ordering::Release);
     }
 }
 

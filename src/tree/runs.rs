@@ -420,16 +420,27 @@ impl Tree {
             });
             debug_assert!(matches!(outcome, Outcome::Removed { last: false, .. }));
         } else {
-            let bytes = r.bytes();
-            entry.remove();
-            self.unlinked_run(len, bytes);
-            self.remove_tail_marker(tail, head, run);
+            self.remove_run(entry, (head, run, tail), r);
         }
         RunWalk::Removed {
             removed: len,
             parent,
             depth,
         }
+    }
+
+    /// Takes out the run `r` (head, pointer, last key) whose head `entry` is, left with no
+    /// holder: the head (whose `Drop` retires the run), then its tail marker.
+    pub(super) fn remove_run(
+        &self,
+        entry: super::map::OccupiedEntry<'_>,
+        (head, run, tail): (SequenceHash, usize, u64),
+        r: &Run,
+    ) {
+        let (len, bytes) = (r.len(), r.bytes());
+        entry.remove();
+        self.unlinked_run(len, bytes);
+        self.remove_tail_marker(tail, head, run);
     }
 
     /// Counts in a run of `len` blocks whose head enters the map.

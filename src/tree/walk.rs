@@ -181,10 +181,7 @@ impl Tree {
                 n.remove_slots(gone, count, guard)
             });
             if empty {
-                let bytes = r.bytes();
-                entry.remove();
-                self.unlinked_run(len, bytes);
-                self.remove_tail_marker(r.tail(), SequenceHash(key), run);
+                self.remove_run(entry, (SequenceHash(key), run, r.tail()), r);
             }
         }
         for key in blocks {

@@ -5,21 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::slot::AllAlive;
 use crate::tree::claim::Claim;
 use crate::tree::node::Kind;
 use crate::tree::run::run_at;
-
-/// Every slot is a live worker of its own number, with no entries counted.
-struct AllAlive;
-
-impl SlotOwners for AllAlive {
-    fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
-        Some(W::from_parts(u64::from(slot), 0))
-    }
-    fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)> {
-        Some((W::from_parts(u64::from(slot), 0), 0))
-    }
-}
 
 /// A find's answer, worker by worker.
 #[derive(Default)]
