@@ -18,6 +18,14 @@ pub(crate) trait SlotOwners {
     fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)>;
 }
 
+/// Whether a slot's worker was removed (its state DEAD), for writers that copy a holder
+/// array and leave the removed workers' holders out (`Tree::dropping_dead`); the worker
+/// registry answers. A slot that still has holders in the tree is never recycled, so a
+/// holder's slot reads dead only for the registration that holder belongs to.
+pub(crate) trait DeadSlots: Send + Sync {
+    fn is_dead(&self, slot: Slot) -> bool;
+}
+
 /// Every slot is a live worker of its own number, with no entries counted: the slot owners
 /// of the tree's own tests and loom models.
 #[cfg(test)]

@@ -30,7 +30,7 @@ impl Engine {
                 self.workers.remove_rank(event.worker_id);
             }
         }
-        self.uncount_merged();
+        self.uncount_dropped();
     }
 
     /// The block of `slot`'s worker that an event names `hash`: the block the worker's

@@ -75,6 +75,7 @@ impl Engine {
             per_worker: b.max_blocks_per_worker,
             total: b.max_entries,
         };
+        let workers = Workers::new(caps.total.is_some(), never, caps.per_worker.is_some());
         Self {
             block_size: b.block_size,
             ttl_nanos,
@@ -82,8 +83,14 @@ impl Engine {
             tick_nanos,
             caps,
             clock: Arc::clone(&b.clock),
-            tree: Tree::new(),
-            workers: Workers::new(caps.total.is_some(), never, caps.per_worker.is_some()),
+            // Under a global cap, removed workers' entries count toward it until the
+            // sweep frees them, so what the cap evicts does not depend on when holder
+            // arrays happen to be copied: copies drop them only without one.
+            tree: match caps.total {
+                None => Tree::dropping_dead(workers.clone()),
+                Some(_) => Tree::new(),
+            },
+            workers,
             expiry: Expiry::new(tick_nanos, if never { 0 } else { ttl_nanos }),
             global_log: caps.total.map(|_| DecisionLog::default()),
             sweeping: parking_lot::Mutex::new(()),
@@ -205,7 +212,7 @@ impl Engine {
             .tree
             .record(slot, (local, seq), expiry, holds_none, &guard);
         self.workers.adjust_entries(slot, added as i64);
-        self.uncount_merged();
+        self.uncount_dropped();
         if let Some(timers) = self.timers() {
             let generation = self.workers.generation(slot);
             timers.schedule(
@@ -278,15 +285,16 @@ impl Engine {
         self.evictions.add(evicted as u64);
     }
 
-    /// Uncounts the entries that splits of runs merged (`Tree::take_merged`). Called after
+    /// Uncounts the entries that left the tree still counted: merged by splits of runs, or
+    /// removed workers' holders dropped by array copies (`Tree::take_uncounted`). Called after
     /// each write that may split a run (records, events, restores, sweeps) and by `stats`.
-    pub(crate) fn uncount_merged(&self) {
+    pub(crate) fn uncount_dropped(&self) {
         self.tree
-            .take_merged(|slot, merged| self.workers.adjust_entries(slot, -(merged as i64)));
+            .take_uncounted(|slot, entries| self.workers.adjust_entries(slot, -(entries as i64)));
     }
 
     pub(crate) fn stats(&self) -> IndexStats {
-        self.uncount_merged();
+        self.uncount_dropped();
         let (entries, nodes) = (self.workers.total_entries(), self.tree.len());
         let pending_timers = self.expiry.pending();
         let logged = self.logged_decisions();

@@ -109,7 +109,7 @@ impl Engine {
         for (slot, added) in added_per_slot {
             self.enforce_caps(slot, added, None, &guard);
         }
-        self.uncount_merged();
+        self.uncount_dropped();
         Ok(())
     }
 }

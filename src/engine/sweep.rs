@@ -37,7 +37,7 @@ impl Engine {
             }
         }
         self.expiry.wait_for_batches();
-        self.uncount_merged();
+        self.uncount_dropped();
         self.prune_logs(now);
         self.swept_until.fetch_max(now, Relaxed);
         self.expirations.add(freed as u64);
@@ -59,7 +59,7 @@ impl Engine {
                 break;
             }
         }
-        self.uncount_merged();
+        self.uncount_dropped();
         self.prune_logs(now);
         self.expirations.add(freed as u64);
     }

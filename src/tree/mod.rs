@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crossbeam_epoch::Guard;
 
-use crate::slot::Slot;
+use crate::slot::{DeadSlots, Slot};
 use crate::stats::StripedCounter;
 use crate::{LocalBlockHash, SequenceHash};
 
@@ -56,10 +56,15 @@ pub(crate) struct Tree {
     runs: crossbeam_utils::CachePadded<std::sync::atomic::AtomicUsize>,
     /// The blocks of those runs.
     run_blocks: crossbeam_utils::CachePadded<std::sync::atomic::AtomicUsize>,
-    /// Entries that splits merged into a block the run's slot already held (left above a
-    /// gap, as walks and purges may leave them): the slot's count has them twice, until
-    /// the engine takes them ([`Tree::take_merged`]) and uncounts them.
-    merged: crate::sync::SegQueue<(Slot, usize)>,
+    /// Entries that left the tree while their slots' counts still have them, until the
+    /// engine takes them ([`Tree::take_uncounted`]) and uncounts them: entries that splits
+    /// merged into a block the run's slot already held (left above a gap, as walks and
+    /// purges may leave them), and removed workers' holders that a copy of their array
+    /// dropped ([`Tree::upsert_holder`]).
+    uncounted: crate::sync::SegQueue<(Slot, usize)>,
+    /// Which slots are dead, for writers that copy a holder array (`None`: none is, as for
+    /// a tree that stands alone in tests).
+    dead: Option<std::sync::Arc<dyn DeadSlots>>,
     /// Splits of runs take turns (`run.rs`, `Tree::split`).
     splitting: parking_lot::Mutex<()>,
 }
@@ -89,9 +94,44 @@ impl Tree {
             array_bytes: StripedCounter::default(),
             runs: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
             run_blocks: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
-            merged: crate::sync::SegQueue::new(),
+            uncounted: crate::sync::SegQueue::new(),
+            dead: None,
             splitting: parking_lot::Mutex::new(()),
         }
+    }
+
+    /// A tree whose writers drop the holders of the slots `dead` names whenever they copy
+    /// a holder array (see [`Tree::upsert_holder`]).
+    pub(crate) fn dropping_dead(dead: std::sync::Arc<dyn DeadSlots>) -> Self {
+        Self {
+            dead: Some(dead),
+            ..Self::new()
+        }
+    }
+
+    /// Raises `slot`'s claim on `node` (a block, or the head of a run of `blocks` blocks)
+    /// to include `claim`, adding the slot if it is not a holder, under the shard write
+    /// lock; returns whether it was added. A copy of the node's holder array (an insert
+    /// below the last slot, or a full array growing) leaves out the holders of dead
+    /// slots, and hands their entries (one per block) to the uncount queue: under churn, a
+    /// shared block's array carries at most the dead holders appended since its last copy,
+    /// and each costs a live call O(1) amortised.
+    fn upsert_holder(
+        &self,
+        node: &mut Node,
+        (slot, claim): (Slot, Claim),
+        blocks: usize,
+        guard: &Guard,
+    ) -> bool {
+        self.reshape(node, guard, |n| match &self.dead {
+            Some(dead) => n.upsert_dropping(
+                (slot, claim),
+                |s| dead.is_dead(s),
+                |s| self.uncounted.push((s, blocks)),
+                guard,
+            ),
+            None => n.upsert(slot, claim, guard),
+        })
     }
 
     /// Finds stop galloping from now on (see [`Tree::nested`]), and no more runs are made;

@@ -395,6 +395,20 @@ impl Node {
     /// Raises `slot`'s claim to include `want`, adding the slot with claim `want` if it is
     /// not a holder. Returns true if an entry was added. `&mut self`: the shard write lock.
     pub(crate) fn upsert(&mut self, slot: Slot, want: Claim, guard: &Guard) -> bool {
+        self.upsert_dropping((slot, want), |_| false, |_| {}, guard)
+    }
+
+    /// [`upsert`](Self::upsert), and if that copies the holder array (an insert below the
+    /// last slot, or an append into a full array), the copy leaves out the holders whose
+    /// slot `dead` names, each reported to `dropped` (decided once per holder, so a slot
+    /// dying meanwhile is either dropped and reported or kept).
+    pub(crate) fn upsert_dropping(
+        &mut self,
+        (slot, want): (Slot, Claim),
+        dead: impl Fn(Slot) -> bool,
+        mut dropped: impl FnMut(Slot),
+        guard: &Guard,
+    ) -> bool {
         let Some(array) = self.array(guard) else {
             return match self.sole() {
                 // Emptied by a walk and not yet unlinked (the caller unlinks it under this
@@ -459,6 +473,31 @@ impl Node {
                     .store(self.slot_or_len() + 1, Ordering::Relaxed);
                 return true;
             }
+        }
+        if current.iter().any(|h| dead(h.slot())) {
+            let mut kept = Vec::with_capacity(current.len() + 1);
+            for (i, h) in current.iter().enumerate() {
+                if i == at {
+                    kept.push((slot, want));
+                }
+                if dead(h.slot()) {
+                    dropped(h.slot());
+                } else {
+                    kept.push(snapshot(h));
+                }
+            }
+            if at == current.len() {
+                kept.push((slot, want));
+            }
+            let len = kept.len();
+            match kept.as_slice() {
+                [sole] => self.set_sole(*sole, guard),
+                _ => {
+                    let array = new_array(len, capacity_for(len, appended), kept.into_iter());
+                    self.set_array(array, len, guard);
+                }
+            }
+            return true;
         }
         let len = current.len() + 1;
         let pairs = current[..at]

@@ -227,7 +227,7 @@ impl Tree {
                 if let Some(run) = o.get().kind().run(seq.0) {
                     return Err(run);
                 }
-                let added = self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+                let added = self.upsert_holder(o.get_mut(), (slot, claim), 1, guard);
                 Ok(if added {
                     Placed::NewHolder
                 } else {

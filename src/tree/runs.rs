@@ -159,7 +159,7 @@ impl Tree {
         if !r.is_live() || !r.covered_by(seq, i) {
             return None;
         }
-        let added = self.reshape(entry.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+        let added = self.upsert_holder(entry.get_mut(), (slot, claim), r.len(), guard);
         Some((r.len(), added))
     }
 
@@ -189,7 +189,7 @@ impl Tree {
     /// above a gap (a walk removes a block whose other children it does not know; their
     /// own walks remove them later), over which a decision made this run. A block there
     /// takes the run's holders too (and the count the slot now has twice goes to
-    /// `Tree::merged`); another run there is split up first, and where its tail marker
+    /// `Tree::uncounted`); another run there is split up first, and where its tail marker
     /// lies inside this run's blocks, its entry there waits for this run's.
     fn split_in_turn(
         &self,
@@ -320,7 +320,7 @@ impl Tree {
                         n.upsert(other_slot, other_claim, guard)
                     })
                 {
-                    self.merged.push((other_slot, 1));
+                    self.uncounted.push((other_slot, 1));
                 }
             }
         }
@@ -337,15 +337,16 @@ impl Tree {
         }
         for (&(slot, _), merged) in holders.iter().zip(merged) {
             if merged > 0 {
-                self.merged.push((slot, merged));
+                self.uncounted.push((slot, merged));
             }
         }
     }
 
-    /// Hands each count of entries that splits merged (see [`Tree::merged`]) to `uncount`.
-    pub(crate) fn take_merged(&self, mut uncount: impl FnMut(Slot, usize)) {
-        while let Some((slot, merged)) = self.merged.pop() {
-            uncount(slot, merged);
+    /// Hands each count of entries that left the tree still counted (see
+    /// [`Tree::uncounted`]) to `uncount`.
+    pub(crate) fn take_uncounted(&self, mut uncount: impl FnMut(Slot, usize)) {
+        while let Some((slot, entries)) = self.uncounted.pop() {
+            uncount(slot, entries);
         }
     }
 

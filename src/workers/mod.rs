@@ -25,13 +25,13 @@ use crossbeam_utils::CachePadded;
 
 use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
-use crate::slot::{Slot, SlotOwners};
+use crate::slot::{DeadSlots, Slot, SlotOwners};
 use crate::sync::{AtomicI64, DashMap, Mutex, Ordering};
 use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
 pub(crate) use handshake::Write;
 use recycle::FreeSlots;
-use table::{pack, SlotTable, ALIVE, STATE_BITS, STATE_MASK};
+use table::{pack, SlotTable, ALIVE, DEAD, STATE_BITS, STATE_MASK};
 
 /// The slots of one worker id: one per data-parallel rank (usually just one).
 type Ranks = Vec<(u32, Slot)>;
@@ -183,6 +183,16 @@ impl Workers {
     /// Registered worker keys (each rank counts).
     pub(crate) fn len(&self) -> usize {
         self.ids.iter().map(|r| r.len()).sum()
+    }
+}
+
+/// What the tree's writers ask when they copy a holder array.
+impl DeadSlots for Workers {
+    #[inline]
+    fn is_dead(&self, slot: Slot) -> bool {
+        self.slots
+            .get(slot)
+            .is_some_and(|info| info.state.load(Ordering::Acquire) & STATE_MASK == DEAD)
     }
 }
 

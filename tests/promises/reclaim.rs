@@ -178,3 +178,31 @@ fn an_exact_entry_in_the_middle_of_a_decision_does_not_stop_its_expiry() {
     let kept = stored_data(&dump[0]).blocks[0];
     assert_eq!((kept.block_hash, kept.expires_in), (seq[1], None));
 }
+
+/// src/indexer.rs, `remove_worker`: "the holders of removed workers never pile up on
+/// shared blocks under churn"; design.md, "Holder arrays": a copy of a holder array leaves
+/// the removed workers' holders out. Six of eight workers sharing a prompt are removed;
+/// forty new workers join it with no sweep: the first copy of the shared run's array (a
+/// growth) drops the six, and their entries are uncounted at once.
+#[test]
+fn removed_workers_holders_leave_a_shared_array_at_its_next_copy() {
+    let (index, _clock) = manual_index(1, TTL);
+    let prompt = [1, 2];
+    for w in 0..8 {
+        index.process_routing_decision_for_request(&prompt, w);
+    }
+    for w in 0..6 {
+        index.remove_worker(w);
+    }
+    assert_eq!(index.stats().entries, 16, "not swept: still counted");
+    for w in 100..140 {
+        index.process_routing_decision_for_request(&prompt, w);
+    }
+    assert_eq!(index.stats().entries, 2 * 42, "the six dropped by a copy");
+    let found = index.find_matches_for_request(&prompt);
+    assert_eq!(found.scores.len(), 42);
+    assert!((0..6).all(|w| !found.scores.contains_key(&w)));
+    assert!(found.scores.values().all(|&s| s == 2));
+    assert_eq!(index.sweep_expired(), 0, "nothing left for the purge");
+    assert_eq!(index.stats().entries, 2 * 42);
+}

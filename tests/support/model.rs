@@ -703,6 +703,31 @@ impl Model {
         }
     }
 
+    /// Entries stored for removed registrations that no sweep has purged yet: the index
+    /// may have dropped any of them already (a copy of a holder array leaves removed
+    /// workers' holders out, when no global cap is set).
+    pub fn removed_stored_count(&self) -> usize {
+        self.entries
+            .keys()
+            .filter(|k| self.to_purge.contains(&k.0))
+            .count()
+    }
+
+    /// Nodes whose every stored entry belongs to a removed registration not yet purged:
+    /// the index may have unlinked them already, once array copies dropped those entries
+    /// and the live holders left.
+    pub fn removed_only_nodes(&self) -> usize {
+        let mut holders: HashMap<u64, bool> = HashMap::new();
+        for (reg, seq) in self.entries.keys() {
+            let removed = self.to_purge.contains(reg);
+            *holders.entry(*seq).or_insert(true) &= removed;
+        }
+        holders
+            .values()
+            .filter(|&&only_removed| only_removed)
+            .count()
+    }
+
     /// Exact entries stored for `worker` (all if `None`): what no cap can evict.
     pub fn exact_count(&self, worker: Option<WorkerId>) -> usize {
         let reg = worker.and_then(|w| self.registration.get(&w).copied());

@@ -239,3 +239,54 @@ fn node_with(slots: &[Slot], guard: &Guard) -> Node {
 fn a_short_array_is_never_published() {
     drop(new_array(2, 2, std::iter::once((1, Claim::EXACT))));
 }
+
+/// A copy of the holder array (an insert below the last slot) leaves out the holders the
+/// `dead` predicate names and reports each once; an append in place into room copies
+/// nothing and drops nothing; a copy that leaves one holder puts it back inline.
+#[test]
+fn copies_drop_dead_holders_and_report_them() {
+    let guard = epoch::pin();
+    let mut node = node(2, Claim::approx(100));
+    for slot in [4, 6, 8] {
+        node.upsert(slot, Claim::approx(100), &guard);
+    }
+    let dead = |s: Slot| s == 4 || s == 8;
+    let mut dropped = Vec::new();
+    // Slot 5 goes in between: a copy, which drops 4 and 8.
+    assert!(node.upsert_dropping((5, Claim::approx(200)), dead, |s| dropped.push(s), &guard));
+    assert_eq!(dropped, [4, 8]);
+    let held = |n: &Node| -> Vec<(Slot, Claim)> {
+        n.holders(&guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect()
+    };
+    assert_eq!(
+        held(&node),
+        [
+            (2, Claim::approx(100)),
+            (5, Claim::approx(200)),
+            (6, Claim::approx(100))
+        ]
+    );
+    // A refresh of a holder copies nothing.
+    dropped.clear();
+    let all_dead = |_: Slot| true;
+    assert!(!node.upsert_dropping(
+        (6, Claim::approx(300)),
+        all_dead,
+        |s| dropped.push(s),
+        &guard
+    ));
+    assert!(dropped.is_empty());
+    // Every other holder dead: the new one alone, back inline.
+    assert!(node.upsert_dropping(
+        (1, Claim::approx(400)),
+        |s| s != 1,
+        |s| dropped.push(s),
+        &guard
+    ));
+    assert_eq!(dropped, [2, 5, 6]);
+    assert_eq!(held(&node), [(1, Claim::approx(400))]);
+    assert_eq!(node.array_bytes(&guard), 0, "inline");
+}

@@ -165,7 +165,7 @@ fn a_cut_that_meets_a_taken_key_splits_instead() {
     );
     assert_eq!(holders_at(&tree, seq[5], &guard), [(1, Claim::approx(100))]);
     let mut twice = 0;
-    tree.take_merged(|_, n| twice += n);
+    tree.take_uncounted(|_, n| twice += n);
     assert_eq!(twice, 1, "the block left behind was counted before");
 }
 
@@ -219,7 +219,7 @@ fn a_split_merges_a_run_left_behind_inside_it() {
         assert_eq!(holders_at(&tree, *s, &guard), [(2, Claim::approx(100))]);
     }
     let mut twice = 0;
-    tree.take_merged(|slot, n| {
+    tree.take_uncounted(|slot, n| {
         assert_eq!(slot, 2);
         twice += n;
     });
