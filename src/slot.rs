@@ -23,6 +23,9 @@ pub(crate) trait SlotOwners {
 /// registry answers. A slot that still has holders in the tree is never recycled, so a
 /// holder's slot reads dead only for the registration that holder belongs to.
 pub(crate) trait DeadSlots: Send + Sync {
+    /// Whether any slot may be dead (a hint: a slot killed meanwhile may be missed, and is
+    /// left for the purge).
+    fn any_dead(&self) -> bool;
     fn is_dead(&self, slot: Slot) -> bool;
 }
 

@@ -124,13 +124,13 @@ impl Tree {
         guard: &Guard,
     ) -> bool {
         self.reshape(node, guard, |n| match &self.dead {
-            Some(dead) => n.upsert_dropping(
+            Some(dead) if dead.any_dead() => n.upsert_dropping(
                 (slot, claim),
                 |s| dead.is_dead(s),
                 |s| self.uncounted.push((s, blocks)),
                 guard,
             ),
-            None => n.upsert(slot, claim, guard),
+            _ => n.upsert(slot, claim, guard),
         })
     }
 

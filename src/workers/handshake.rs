@@ -27,6 +27,7 @@ impl Workers {
         let info = self.slots.get(slot).expect("a mapped slot has a segment");
         let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
         info.state.store(pack(generation, DEAD), Ordering::SeqCst);
+        self.dead.fetch_add(1, Ordering::Relaxed);
         // Every dead slot that holds entries is purged by the next sweep (one pass over
         // the map for all of them): a removed worker's entries then go within about a
         // tick instead of a TTL, so dead holders never pile up on shared blocks under

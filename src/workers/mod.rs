@@ -26,7 +26,7 @@ use crossbeam_utils::CachePadded;
 use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
 use crate::slot::{DeadSlots, Slot, SlotOwners};
-use crate::sync::{AtomicI64, DashMap, Mutex, Ordering};
+use crate::sync::{AtomicI64, AtomicUsize, DashMap, Mutex, Ordering};
 use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
 pub(crate) use handshake::Write;
@@ -48,8 +48,11 @@ pub(crate) struct Workers {
     /// Freed slots, and the next never-used slot. Touched only when a worker is first
     /// recorded or a slot is recycled, never on the find or refresh paths.
     free: Mutex<FreeSlots>,
-    /// Dead slots with exact entries, waiting for the sweeper's purge.
+    /// Dead slots whose entries the sweeper's next purge removes.
     to_purge: Mutex<Vec<Slot>>,
+    /// Slots DEAD and not yet recycled: while there are none, a copy of a holder array
+    /// has no removed worker's holder to leave out, and asks about no slot.
+    dead: CachePadded<AtomicUsize>,
     /// Entries over all slots, maintained only when a global cap needs it.
     total: Option<CachePadded<AtomicI64>>,
     /// Purge every dead slot (when no timer will ever walk its entries).
@@ -68,6 +71,7 @@ impl Workers {
             slots: SlotTable::new(),
             free: Mutex::new(FreeSlots::default()),
             to_purge: Mutex::new(Vec::new()),
+            dead: CachePadded::new(AtomicUsize::new(0)),
             total: track_total.then(Default::default),
             purge_all_dead,
             slot_logs,
@@ -188,6 +192,11 @@ impl Workers {
 
 /// What the tree's writers ask when they copy a holder array.
 impl DeadSlots for Workers {
+    #[inline]
+    fn any_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed) > 0
+    }
+
     #[inline]
     fn is_dead(&self, slot: Slot) -> bool {
         self.slots

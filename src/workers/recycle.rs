@@ -61,6 +61,7 @@ impl Workers {
             )
             .is_ok()
         {
+            self.dead.fetch_sub(1, Ordering::Relaxed);
             info.entries.store(0, Ordering::Relaxed);
             info.had_exact.store(false, Ordering::Relaxed);
             info.log.clear();
