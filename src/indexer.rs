@@ -472,10 +472,10 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     }
 
     /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is
-    /// recorded again. O(ranks); the next sweep (the sweeper's next tick, or
-    /// [`sweep_expired`](Self::sweep_expired)) frees its entries, whatever their TTL left,
-    /// in one pass over the tree for all the workers removed since the last sweep; before
-    /// that, a record that copies a block's holder array leaves the removed workers'
+    /// recorded again. O(ranks). Its entries are freed whatever their TTL left, together
+    /// with those of every worker removed meanwhile: by the sweeper within two rounds over
+    /// the tree, a few shards a tick (16 ticks, 1.6 s at the default tick), or at once by
+    /// [`sweep_expired`](Self::sweep_expired); before that, a record that copies a block's holder array leaves the removed workers'
     /// holders out (without [`max_entries`](crate::Builder::max_entries), under which they
     /// count toward the cap until the sweep frees them). So the holders of removed
     /// workers never pile up on shared blocks under churn. Unknown ids are ignored.

@@ -10,6 +10,7 @@
 
 mod events;
 mod evict;
+mod purge;
 mod restore;
 mod sweep;
 
@@ -51,8 +52,9 @@ pub(crate) struct Engine {
     expiry: Expiry,
     /// Every decision, oldest first, under a global cap.
     global_log: Option<DecisionLog>,
-    /// Held by whoever sweeps (the sweeper, `sweep_expired`, or a caller helping).
-    sweeping: parking_lot::Mutex<()>,
+    /// Held by whoever sweeps (the sweeper, `sweep_expired`) for its purges: the purge
+    /// under way (`purge.rs`).
+    sweeping: parking_lot::Mutex<purge::PurgePass>,
     /// Whether callers help reclaim when the sweeper falls behind (a background sweeper
     /// runs and timers are kept); cleared for good by [`Engine::stop_helping`].
     help: std::sync::atomic::AtomicBool,
@@ -93,7 +95,7 @@ impl Engine {
             workers,
             expiry: Expiry::new(tick_nanos, if never { 0 } else { ttl_nanos }),
             global_log: caps.total.map(|_| DecisionLog::default()),
-            sweeping: parking_lot::Mutex::new(()),
+            sweeping: parking_lot::Mutex::new(purge::PurgePass::default()),
             help: std::sync::atomic::AtomicBool::new(b.background_sweeper && !never),
             swept_until: AtomicU64::new(0),
             records: StripedCounter::default(),

@@ -10,9 +10,9 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crossbeam_epoch as epoch;
 
+use super::purge::PURGE_SHARDS_PER_TICK;
 use super::Engine;
 use crate::expiry::Timer;
-use crate::slot::Slot;
 use crate::tree::Span;
 
 /// Due timers taken from the wheel at a time.
@@ -27,9 +27,9 @@ impl Engine {
     /// far, by any thread, has been walked: a sweep that returns has finished its work.
     /// Returns the entries freed by this call.
     pub(crate) fn sweep(&self) -> usize {
-        let _turn = self.sweeping.lock();
+        let mut pass = self.sweeping.lock();
         let now = self.now();
-        let mut freed = self.purge_dead();
+        let mut freed = self.purge_dead(&mut pass, None);
         while let Some((n, more)) = self.expire_batch(now, true) {
             freed += n;
             if !more {
@@ -49,8 +49,8 @@ impl Engine {
     pub(crate) fn sweep_in_batches(&self) {
         let now = self.now();
         let mut freed = {
-            let _turn = self.sweeping.lock();
-            self.purge_dead()
+            let mut pass = self.sweeping.lock();
+            self.purge_dead(&mut pass, Some(PURGE_SHARDS_PER_TICK))
         };
         while let Some((n, more)) = self.expire_batch(now, true) {
             freed += n;
@@ -155,33 +155,6 @@ impl Engine {
         if let Some(log) = &self.global_log {
             log.prune_expired(now);
         }
-    }
-
-    /// Removes every entry of the slots removed since the last purge (all of them in one
-    /// pass over the node map), so that a removed worker's entries are gone within about a
-    /// tick, not a TTL, and never pile up on the blocks everybody shares.
-    fn purge_dead(&self) -> usize {
-        let (mut slots, busy): (Vec<Slot>, Vec<Slot>) = self
-            .workers
-            .take_purges()
-            .into_iter()
-            .partition(|&slot| !self.workers.writes_in_flight(slot));
-        self.workers.requeue_purges(busy); // a writer is still storing: next sweep
-        if slots.is_empty() {
-            return 0;
-        }
-        slots.sort_unstable();
-        slots.dedup();
-        let guard = epoch::pin();
-        let removed = self.tree.purge(&slots, &guard);
-        for (&slot, &n) in slots.iter().zip(&removed) {
-            if let Some(log) = self.workers.log(slot) {
-                log.clear();
-            }
-            self.workers.adjust_entries(slot, -(n as i64));
-            self.workers.purge_done(slot);
-        }
-        removed.iter().sum()
     }
 }
 

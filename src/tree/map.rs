@@ -294,8 +294,17 @@ impl NodeMap {
 
     /// Calls `f` with each node and its key, shard after shard under each shard's read
     /// lock (not a snapshot while writers run).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(u64, &Node)) {
-        for shard in self.shards.iter() {
+    pub(crate) fn for_each(&self, f: impl FnMut(u64, &Node)) {
+        self.for_each_in(0..SHARDS, f);
+    }
+
+    /// [`for_each`](Self::for_each) over the shards in `shards` (of `0..SHARDS`).
+    pub(crate) fn for_each_in(
+        &self,
+        shards: std::ops::Range<usize>,
+        mut f: impl FnMut(u64, &Node),
+    ) {
+        for shard in &self.shards[shards] {
             let _lock = shard.lock.read();
             for bucket in shard.locked_table().buckets.iter() {
                 if !bucket.node.is_free() {

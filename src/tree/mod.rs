@@ -35,6 +35,7 @@ use claim::Claim;
 pub(crate) use export::{LiveEntry, ReadAt};
 pub(crate) use find::Query;
 pub(crate) use holder::{Holder, Holders};
+pub(crate) use map::SHARDS;
 use map::{Entry, NodeMap};
 use node::{Kind, Node, Outcome, Settle};
 pub(crate) use walk::Span;

@@ -119,34 +119,26 @@ impl Tree {
         }
     }
 
-    /// Removes every entry of the given (dead) slots, sorted by slot, node by node, one
-    /// shard lock at a time: each node holding any of them changes once, whatever the
-    /// number of them it holds (one new array, `Node::remove_slots`), and so does a run's
-    /// head. O(nodes) for all the slots together: the sweeper purges every removed worker
-    /// this way, in one pass a tick. Returns the entries removed per slot, in `slots` order.
-    pub(crate) fn purge(&self, slots: &[Slot], guard: &Guard) -> Vec<usize> {
+    /// Removes every entry of the given (dead) slots, sorted by slot, from the shards in
+    /// `shards` (of `0..SHARDS`), node by node, one shard lock at a time: each node holding
+    /// any of them changes once, whatever the number of them it holds (one new array,
+    /// `Node::remove_slots`), and so does a run's head. Adds the entries removed per slot to
+    /// `removed` (in `slots` order); returns whether it found any. The engine's purge
+    /// (`engine/purge.rs`) calls it a few shards at a time, and again over all shards until
+    /// a round finds nothing.
+    pub(crate) fn purge_shards(
+        &self,
+        slots: &[Slot],
+        removed: &mut [usize],
+        shards: std::ops::Range<usize>,
+        guard: &Guard,
+    ) -> bool {
         debug_assert!(slots.windows(2).all(|w| w[0] < w[1]));
-        let mut removed = vec![0; slots.len()];
-        // A run of such a slot split up by another thread's record during the pass over
-        // the map may have put blocks in shards already passed, and a record racing the
-        // removal may still add an entry: pass again until a pass finds nothing (the
-        // second usually finds none).
-        // (Bounded all the same, should a pass keep finding what it cannot remove.)
-        for _ in 0..16 {
-            if !self.purge_pass(slots, &mut removed, guard) {
-                break;
-            }
-        }
-        removed
-    }
-
-    /// One pass of [`purge`](Self::purge), adding to `removed`; whether it found anything.
-    fn purge_pass(&self, slots: &[Slot], removed: &mut [usize], guard: &Guard) -> bool {
         let index = |slot: Slot| slots.binary_search(&slot).ok();
         let gone = |slot: Slot| index(slot).is_some();
         // Each key with its run, if it is a run's head (the run, pinned, outlives a split).
         let mut keys: Vec<(u64, Option<usize>)> = Vec::new();
-        self.nodes.for_each(|key, n| {
+        self.nodes.for_each_in(shards, |key, n| {
             if n.holders(guard).iter().any(|h| gone(h.slot())) {
                 keys.push(match n.kind() {
                     Kind::Head(run) => (key, Some(run)),

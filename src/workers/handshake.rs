@@ -28,10 +28,10 @@ impl Workers {
         let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
         info.state.store(pack(generation, DEAD), Ordering::SeqCst);
         self.dead.fetch_add(1, Ordering::Relaxed);
-        // Every dead slot that holds entries is purged by the next sweep (one pass over
-        // the map for all of them): a removed worker's entries then go within about a
-        // tick instead of a TTL, so dead holders never pile up on shared blocks under
-        // churn. Exact entries (no timer) and capacity-only mode (no timers at all) need
+        // Every dead slot that holds entries is purged (one pass over the map for all
+        // the slots queued together, `engine/purge.rs`): a removed worker's entries then
+        // go within a few ticks instead of a TTL, so dead holders never pile up on shared
+        // blocks under churn. Exact entries (no timer) and capacity-only mode (no timers at all) need
         // the purge even for entries stored after this look: the writer handshake.
         if self.purge_all_dead
             || info.had_exact.load(Ordering::SeqCst)

@@ -139,7 +139,10 @@ fn workers_whose_prompts_cover_a_run_join_it() {
         [(1, Claim::approx(100)), (3, Claim::approx(95))]
     );
     assert_eq!(run_holders(&tree, seq[0], &guard).len(), 3);
-    assert_eq!(tree.purge(&[1, 3, 4], &guard), [4, 4, 2]);
+    let mut removed = [0; 3];
+    let all = 0..crate::tree::SHARDS;
+    assert!(tree.purge_shards(&[1, 3, 4], &mut removed, all, &guard));
+    assert_eq!(removed, [4, 4, 2]);
     assert_eq!((tree.nodes.len(), tree.array_bytes.sum()), (0, 0));
 }
 

@@ -1,0 +1,152 @@
+//! The purge of removed workers' entries: every slot removed with entries is queued
+//! (`Workers::kill`), and the sweeper takes the queued slots together into one *pass* over
+//! the node map, a few shards a tick ([`PURGE_SHARDS_PER_TICK`]), so no tick scans the whole
+//! map; `sweep_expired` runs the pass to its end. A pass over all shards that found
+//! anything is followed by another (a run split during the pass may have put blocks in
+//! shards already passed, and a record racing the removal may still add an entry) until
+//! one finds nothing (at most [`MAX_ROUNDS`]); then the slots are released for recycling.
+
+use crossbeam_epoch as epoch;
+
+use super::Engine;
+use crate::slot::Slot;
+use crate::tree::SHARDS;
+
+/// Shards of the node map a sweeper tick purges: a pass over the whole map takes
+/// `SHARDS / PURGE_SHARDS_PER_TICK` ticks (8: 0.8 s at the default tick).
+pub(crate) const PURGE_SHARDS_PER_TICK: usize = 16;
+
+/// Passes over the whole map for one set of slots, at most.
+const MAX_ROUNDS: usize = 16;
+
+/// A purge under way: the slots it removes (sorted), and how far it went.
+#[derive(Debug, Default)]
+pub(crate) struct PurgePass {
+    slots: Vec<Slot>,
+    /// The next shard to purge.
+    next: usize,
+    /// Whether this round over the shards found any entry of the slots.
+    found: bool,
+    /// Rounds over the whole map done for these slots.
+    rounds: usize,
+}
+
+impl Engine {
+    /// Purges up to `budget` shards (`None`: until every slot queued so far is purged),
+    /// uncounting what it removed as it goes. `pass` is the sweep turn's purge state.
+    /// Returns the entries removed.
+    pub(super) fn purge_dead(&self, pass: &mut PurgePass, budget: Option<usize>) -> usize {
+        let mut left = budget.unwrap_or(usize::MAX);
+        let mut freed = 0;
+        while left > 0 {
+            if pass.slots.is_empty() && !self.start_pass(pass) {
+                break;
+            }
+            let end = pass.next.saturating_add(left).min(SHARDS);
+            left -= end - pass.next;
+            let guard = epoch::pin();
+            let mut removed = vec![0; pass.slots.len()];
+            pass.found |= self
+                .tree
+                .purge_shards(&pass.slots, &mut removed, pass.next..end, &guard);
+            for (&slot, &n) in pass.slots.iter().zip(&removed) {
+                self.workers.adjust_entries(slot, -(n as i64));
+                freed += n;
+            }
+            pass.next = end;
+            if end == SHARDS {
+                self.end_round(pass);
+            }
+        }
+        freed
+    }
+
+    /// Takes the queued slots into a new pass; false if none is ready (a slot with a
+    /// writer in flight waits for a later pass).
+    fn start_pass(&self, pass: &mut PurgePass) -> bool {
+        let (mut slots, busy): (Vec<Slot>, Vec<Slot>) = self
+            .workers
+            .take_purges()
+            .into_iter()
+            .partition(|&slot| !self.workers.writes_in_flight(slot));
+        self.workers.requeue_purges(busy);
+        slots.sort_unstable();
+        slots.dedup();
+        *pass = PurgePass {
+            slots,
+            ..PurgePass::default()
+        };
+        !pass.slots.is_empty()
+    }
+
+    /// A round over every shard ended: another if it found anything, else the slots are
+    /// purged (their logs cleared, released for recycling once their counts are 0).
+    fn end_round(&self, pass: &mut PurgePass) {
+        pass.rounds += 1;
+        if pass.found && pass.rounds < MAX_ROUNDS {
+            (pass.next, pass.found) = (0, false);
+            return;
+        }
+        for &slot in &pass.slots {
+            if let Some(log) = self.workers.log(slot) {
+                log.clear();
+            }
+            self.workers.purge_done(slot);
+        }
+        *pass = PurgePass::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Builder, LocalBlockHash, ManualClock, SequenceHash};
+
+    /// Each sweeper tick purges `PURGE_SHARDS_PER_TICK` shards: a removed worker's
+    /// entries, spread over the map, are not all gone after one tick, and all are after
+    /// the two rounds over every shard that a purge takes (the second finds nothing), with
+    /// the live worker's untouched; `sweep_expired` purges a later removal whole at once.
+    #[test]
+    fn the_sweeper_purges_a_few_shards_a_tick_and_finishes_within_two_rounds() {
+        let clock = Arc::new(ManualClock::new());
+        let b = Builder::default()
+            .block_size(1)
+            .ttl(Duration::from_secs(3600))
+            .clock(clock.clone())
+            .background_sweeper(false);
+        let engine = Engine::new(&b);
+        // 200 one-block prompts for workers 1, 2 and 3: 200 nodes, spread over the shards.
+        for p in 0..200u64 {
+            let local = [LocalBlockHash(10_000 + p)];
+            let seq: Vec<SequenceHash> = crate::compute_seq_hashes(&local);
+            for w in 1..=3u64 {
+                engine.record(w, &local, &seq);
+            }
+        }
+        engine.workers.remove(1u64);
+        assert_eq!(engine.stats().entries, 600);
+        engine.sweep_in_batches();
+        let after_one = engine.stats().entries;
+        assert!(
+            (400..600).contains(&after_one),
+            "one tick purges some shards, not all: {after_one}"
+        );
+        let ticks = 2 * SHARDS / PURGE_SHARDS_PER_TICK;
+        for _ in 1..ticks {
+            engine.sweep_in_batches();
+        }
+        assert_eq!(engine.stats().entries, 400);
+        assert_eq!(engine.workers.take_purges(), Vec::<Slot>::new());
+        assert_eq!(*engine.sweeping.lock().slots, [], "the pass ended");
+        engine.workers.remove(2u64);
+        assert_eq!(
+            engine.sweep(),
+            200,
+            "sweep_expired: the whole purge at once"
+        );
+        assert_eq!(engine.stats().entries, 200);
+    }
+}
