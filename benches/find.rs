@@ -3,7 +3,10 @@
 //! The index holds one 256-block prefix shared by 16, 128 or 1,024 workers, plus 20,000
 //! unrelated 32-block prompts spread over 16 workers (640,000 more entries), so probes
 //! hit a large map. Queries: a miss at block 0, and hits of the first 16 and all 256
-//! blocks of the shared prefix.
+//! blocks of the shared prefix. Each query is timed twice: `find_matches` (Dynamo's
+//! `OverlapScores`, two hash maps filled per find) and, as `…/seq_with`,
+//! `find_matches_by_sequence_with` (sequence hashes, a callback per worker: what a router
+//! that keeps its own score array does).
 
 mod common;
 
@@ -32,16 +35,17 @@ fn warm_index(sharers: u64) -> ApproxKvIndexer {
 
 fn find(c: &mut Criterion) {
     let mut group = c.benchmark_group("find");
-    let (shared, _) = common::random_prompt(7, 256);
-    let (miss, _) = common::random_prompt(99, 256);
+    let (shared, shared_seq) = common::random_prompt(7, 256);
+    let (miss, miss_seq) = common::random_prompt(99, 256);
     for sharers in [16u64, 128, 1_024] {
         let index = warm_index(sharers);
         let queries = [
-            ("miss@0", &miss[..]),
-            ("hit16", &shared[..16]),
-            ("hit256", &shared[..]),
+            ("miss@0", &miss[..], &miss_seq[..]),
+            ("hit16", &shared[..16], &shared_seq[..16]),
+            ("hit256", &shared[..], &shared_seq[..]),
         ];
-        for (name, query) in queries {
+        let mut scores = vec![0u32; 10_000 + sharers as usize];
+        for (name, query, seq) in queries {
             let expected = if name == "miss@0" {
                 0
             } else {
@@ -53,6 +57,18 @@ fn find(c: &mut Criterion) {
                 BenchmarkId::new(name, format!("{sharers}w")),
                 &query,
                 |b, q| b.iter(|| black_box(index.find_matches(black_box(q)))),
+            );
+            group.bench_with_input(
+                BenchmarkId::new(format!("{name}/seq_with"), format!("{sharers}w")),
+                &seq,
+                |b, q| {
+                    b.iter(|| {
+                        index.find_matches_by_sequence_with(black_box(q), |w, s| {
+                            scores[w as usize] = s;
+                        });
+                        black_box(&mut scores);
+                    })
+                },
             );
         }
     }

@@ -51,8 +51,15 @@ pub(crate) trait ScoreSink<W: WorkerKey> {
     fn begin(&mut self);
     /// About `workers` more workers may be reported.
     fn reserve(&mut self, workers: usize);
-    /// `worker` holds the query's first `score` blocks, and `entries` blocks in all.
+    /// `worker` holds the query's first `score` blocks, and `entries` blocks in all (0
+    /// when [`wants_entries`](Self::wants_entries) says no).
     fn report(&mut self, worker: W, score: u32, entries: usize);
+    /// Whether `report` uses `entries`: a find that need not read each worker's count
+    /// reads only the slots' dense keys.
+    #[inline]
+    fn wants_entries(&self) -> bool {
+        true
+    }
 }
 
 impl<W: WorkerKey> ScoreSink<W> for OverlapScores<W> {
@@ -84,5 +91,10 @@ impl<W: WorkerKey, F: FnMut(W, u32)> ScoreSink<W> for ScoreVisitor<F> {
     #[inline]
     fn report(&mut self, worker: W, score: u32, _: usize) {
         (self.0)(worker, score);
+    }
+
+    #[inline]
+    fn wants_entries(&self) -> bool {
+        false
     }
 }

@@ -261,7 +261,30 @@ impl Tree {
             starts: run,
             ..
         } = self.probe(keys.key(0), guard);
-        active.extend(live_workers(&first, now, workers));
+        // Where the first block's live holders all end, if that is known now: the query
+        // ends or leaves the run that the first block begins (one compare), or is one
+        // block long. They are then reported straight from the holders, with no active
+        // set (a prompt a whole fleet shares is one run: this is its whole find).
+        let mut lo = 0;
+        let settled_at = match run {
+            Some(run) => {
+                self.prefetch_past(run, 0, &mut keys, guard);
+                match jump(run, 0, n, &mut keys) {
+                    Jump::Whole => Some(n),
+                    Jump::Parted(left) => Some(left),
+                    Jump::Past(end) => {
+                        lo = end;
+                        None
+                    }
+                }
+            }
+            None => (n == 1).then_some(1),
+        };
+        if let Some(depth) = settled_at {
+            report_live_workers(&first, now, workers, out, depth as u32);
+            return;
+        }
+        push_live_workers(active, &first, now, workers, out.wants_entries());
         if active.is_empty() {
             return;
         }
@@ -281,19 +304,6 @@ impl Tree {
         // or a run's end is never inside a run), and when it reaches a run's head with
         // only the run's holders left, it compares the query with the run in one loop and
         // jumps to where they part.
-        let mut lo = 0;
-        if let Some(run) = run {
-            self.prefetch_past(run, 0, &mut keys, guard);
-            // Every active worker holds the run (they are its head's holders).
-            match through_run(run, (0, n), &mut keys, active, out) {
-                Some(end) => lo = end,
-                None => return,
-            }
-        }
-        if n == 1 {
-            settle(active, out, 1);
-            return;
-        }
         let Probed {
             holders: last,
             ends,
@@ -454,7 +464,7 @@ impl Tree {
             } = self.probe(keys.key(i), guard);
             if i == 0 {
                 active.clear();
-                active.extend(live_workers(&holders, now, workers));
+                push_live_workers(active, &holders, now, workers, out.wants_entries());
             } else {
                 retain_holders(active, &holders, now, |worker| {
                     report(out, worker, i as u32)
@@ -561,22 +571,57 @@ fn report<W: WorkerKey>(out: &mut impl ScoreSink<W>, worker: Active, depth: u32)
     out.report(key, depth, worker.entries);
 }
 
-/// The holders live at `now` whose worker is alive, with their keys and entry counts, by
-/// slot.
+/// Pushes to `active` the holders live at `now` whose worker is alive, with their keys and
+/// (if `entries`) entry counts, by slot.
 #[inline]
-fn live_workers<'a>(
-    holders: &'a [Holder],
+fn push_live_workers(
+    active: &mut Vec<(Slot, Active)>,
+    holders: &[Holder],
     now: u64,
-    workers: &'a impl SlotOwners,
-) -> impl Iterator<Item = (Slot, Active)> + 'a {
-    holders
-        .iter()
-        .filter(move |h| h.live_at(now))
-        .filter_map(|h| {
-            let slot = h.slot();
-            let (key, entries) = workers.alive_with_entries(slot)?;
-            Some((slot, Active { key, entries }))
-        })
+    workers: &impl SlotOwners,
+    entries: bool,
+) {
+    active.reserve(holders.len());
+    for h in holders {
+        if !h.live_at(now) {
+            continue;
+        }
+        let slot = h.slot();
+        let worker = if entries {
+            workers.alive_with_entries(slot)
+        } else {
+            workers.alive(slot).map(|key| (key, 0))
+        };
+        if let Some((key, entries)) = worker {
+            active.push((slot, Active { key, entries }));
+        }
+    }
+}
+
+/// Reports every holder live at `now` whose worker is alive as holding `depth` blocks.
+#[inline]
+fn report_live_workers<W: WorkerKey>(
+    holders: &[Holder],
+    now: u64,
+    workers: &impl SlotOwners,
+    out: &mut impl ScoreSink<W>,
+    depth: u32,
+) {
+    out.reserve(holders.len());
+    let entries = out.wants_entries();
+    for h in holders {
+        if !h.live_at(now) {
+            continue;
+        }
+        let worker = if entries {
+            workers.alive_with_entries::<W>(h.slot())
+        } else {
+            workers.alive::<W>(h.slot()).map(|key| (key, 0))
+        };
+        if let Some((key, entries)) = worker {
+            out.report(key, depth, entries);
+        }
+    }
 }
 
 /// Whether every worker of `active` holds a live entry in `holders` (both sorted by slot);

@@ -39,7 +39,10 @@ impl Workers {
         }
         let now = info.entries.fetch_add(delta, Ordering::SeqCst) + delta;
         if now <= 0 {
-            let state = info.state.load(Ordering::SeqCst);
+            let state = self
+                .slots
+                .key(slot)
+                .map_or(0, |k| k.state.load(Ordering::SeqCst));
             if state & STATE_MASK == DEAD {
                 self.schedule_reclaim(slot, state >> STATE_BITS);
             }

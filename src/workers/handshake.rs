@@ -25,8 +25,9 @@ impl Workers {
     pub(super) fn kill(self: &Arc<Self>, slot: Slot) {
         // SeqCst: see `begin_write`.
         let info = self.slots.get(slot).expect("a mapped slot has a segment");
-        let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
-        info.state.store(pack(generation, DEAD), Ordering::SeqCst);
+        let key = self.slots.key(slot).expect("a mapped slot has a segment");
+        let generation = key.state.load(Ordering::Relaxed) >> STATE_BITS;
+        key.state.store(pack(generation, DEAD), Ordering::SeqCst);
         self.dead.fetch_add(1, Ordering::Relaxed);
         // Every dead slot that holds entries is purged (one pass over the map for all
         // the slots queued together, `engine/purge.rs`): a removed worker's entries then
@@ -59,11 +60,11 @@ impl Workers {
 
     /// The purge of `slot` has run: it may be recycled once its entries are gone.
     pub(crate) fn purge_done(self: &Arc<Self>, slot: Slot) {
-        let Some(info) = self.slots.get(slot) else {
+        let (Some(info), Some(key)) = (self.slots.get(slot), self.slots.key(slot)) else {
             return;
         };
         info.purge_pending.store(false, Ordering::SeqCst);
-        let state = info.state.load(Ordering::SeqCst);
+        let state = key.state.load(Ordering::SeqCst);
         if state & STATE_MASK == DEAD && info.entries.load(Ordering::SeqCst) <= 0 {
             self.schedule_reclaim(slot, state >> STATE_BITS);
         }
@@ -85,14 +86,14 @@ impl Workers {
         if write == Write::Approx && !self.purge_all_dead {
             return true;
         }
-        let Some(info) = self.slots.get(slot) else {
+        let (Some(info), Some(key)) = (self.slots.get(slot), self.slots.key(slot)) else {
             return false;
         };
         if write == Write::Exact {
             info.had_exact.store(true, Ordering::SeqCst);
         }
         info.writers.fetch_add(1, Ordering::SeqCst);
-        if info.state.load(Ordering::SeqCst) & STATE_MASK != ALIVE {
+        if key.state.load(Ordering::SeqCst) & STATE_MASK != ALIVE {
             info.writers.fetch_sub(1, Ordering::SeqCst);
             return false;
         }

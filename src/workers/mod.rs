@@ -90,11 +90,11 @@ impl Workers {
             return Some(slot);
         }
         let slot = self.allocate()?;
-        let info = self.slots.ensure(slot);
-        info.worker.store(id, Ordering::Relaxed);
-        info.rank.store(rank, Ordering::Relaxed);
-        let generation = info.state.load(Ordering::Relaxed) >> STATE_BITS;
-        info.state.store(pack(generation, ALIVE), Ordering::Release);
+        let key = self.slots.ensure(slot);
+        key.worker.store(id, Ordering::Relaxed);
+        key.rank.store(rank, Ordering::Relaxed);
+        let generation = key.state.load(Ordering::Relaxed) >> STATE_BITS;
+        key.state.store(pack(generation, ALIVE), Ordering::Release);
         ranks.push((rank, slot));
         Some(slot)
     }
@@ -135,8 +135,8 @@ impl Workers {
     /// so a logged decision can tell whether its slot still stands for the same worker.
     #[inline]
     pub(crate) fn generation(&self, slot: Slot) -> u16 {
-        self.slots.get(slot).map_or(0, |i| {
-            (i.state.load(Ordering::Acquire) >> STATE_BITS) as u16
+        self.slots.key(slot).map_or(0, |k| {
+            (k.state.load(Ordering::Acquire) >> STATE_BITS) as u16
         })
     }
 
@@ -157,10 +157,10 @@ impl Workers {
     /// The worker key of `slot` if it is alive (registered and not removed).
     #[inline]
     pub(crate) fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
-        let info = self.slots.get(slot)?;
-        if info.state.load(Ordering::Acquire) & STATE_MASK == ALIVE {
-            let id = info.worker.load(Ordering::Relaxed);
-            Some(W::from_parts(id, info.rank.load(Ordering::Relaxed)))
+        let key = self.slots.key(slot)?;
+        if key.state.load(Ordering::Acquire) & STATE_MASK == ALIVE {
+            let id = key.worker.load(Ordering::Relaxed);
+            Some(W::from_parts(id, key.rank.load(Ordering::Relaxed)))
         } else {
             None
         }
@@ -200,8 +200,8 @@ impl DeadSlots for Workers {
     #[inline]
     fn is_dead(&self, slot: Slot) -> bool {
         self.slots
-            .get(slot)
-            .is_some_and(|info| info.state.load(Ordering::Acquire) & STATE_MASK == DEAD)
+            .key(slot)
+            .is_some_and(|key| key.state.load(Ordering::Acquire) & STATE_MASK == DEAD)
     }
 }
 
@@ -214,12 +214,8 @@ impl SlotOwners for Workers {
 
     #[inline]
     fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)> {
-        let info = self.slots.get(slot)?;
-        if info.state.load(Ordering::Acquire) & STATE_MASK != ALIVE {
-            return None;
-        }
-        let id = info.worker.load(Ordering::Relaxed);
-        let key = W::from_parts(id, info.rank.load(Ordering::Relaxed));
-        Some((key, info.entries.load(Ordering::Relaxed).max(0) as usize))
+        let key = self.alive(slot)?;
+        let entries = self.slots.get(slot)?.entries.load(Ordering::Relaxed);
+        Some((key, entries.max(0) as usize))
     }
 }

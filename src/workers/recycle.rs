@@ -42,7 +42,7 @@ impl Workers {
     }
 
     fn reclaim(&self, slot: Slot, generation: u64) {
-        let Some(info) = self.slots.get(slot) else {
+        let (Some(info), Some(key)) = (self.slots.get(slot), self.slots.key(slot)) else {
             return;
         };
         if info.entries.load(Ordering::SeqCst) > 0 {
@@ -51,7 +51,7 @@ impl Workers {
         if info.purge_pending.load(Ordering::SeqCst) {
             return; // `purge_done` retries
         }
-        if info
+        if key
             .state
             .compare_exchange(
                 pack(generation, DEAD),

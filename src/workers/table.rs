@@ -1,6 +1,7 @@
-//! The slot table: each slot's shared state ([`SlotInfo`]) in a lock-free, append-only
-//! array grown by whole segments that never move, so a slot's state is found without a
-//! lock and stays put while any thread may read it.
+//! The slot table: each slot's state and key ([`SlotKey`], dense, what finds read) and its
+//! other shared state ([`SlotInfo`], padded, what recorders write) in lock-free,
+//! append-only arrays grown by whole segments that never move, so a slot's state is found
+//! without a lock and stays put while any thread may read it.
 
 use crossbeam_utils::CachePadded;
 
@@ -20,15 +21,24 @@ pub(super) fn pack(generation: u64, state: u64) -> u64 {
     (generation << STATE_BITS) | state
 }
 
-/// One slot's shared state, padded so counters of different workers never share a line.
+/// What a find reads of a slot: its state and the worker key it stands for. Kept apart
+/// from [`SlotInfo`], densely (24 bytes a slot, no padding): a find that reports a
+/// thousand workers reads a thousand of these, in slot order, from a few contiguous
+/// pages. They change only when the slot is registered, killed or freed, so the lines
+/// readers share are never written by recorders.
 #[derive(Debug, Default)]
-pub(super) struct SlotInfo {
+pub(super) struct SlotKey {
     /// `generation << 2 | state`; the generation grows each time the slot is freed.
     pub(super) state: AtomicU64,
     /// The worker id this slot stands for while alive.
     pub(super) worker: AtomicU64,
     /// Its data-parallel rank.
     pub(super) rank: AtomicU32,
+}
+
+/// One slot's shared state, padded so counters of different workers never share a line.
+#[derive(Debug, Default)]
+pub(super) struct SlotInfo {
     /// Entries in the tree carrying this slot (may dip below zero for a moment, because a
     /// recorder adds its count after inserting while the sweeper may already subtract).
     pub(super) entries: AtomicI64,
@@ -58,11 +68,6 @@ const SEGMENT_BASE: u64 = 64;
 /// Enough segments for every `u32` slot.
 const SEGMENTS: usize = 27;
 
-/// A lock-free, append-only array of slots, grown by whole segments that never move.
-pub(super) struct SlotTable {
-    segments: [AtomicPtr<CachePadded<SlotInfo>>; SEGMENTS],
-}
-
 #[inline]
 fn locate(slot: Slot) -> (usize, usize) {
     let q = u64::from(slot) / SEGMENT_BASE + 1;
@@ -71,16 +76,22 @@ fn locate(slot: Slot) -> (usize, usize) {
     (seg, offset as usize)
 }
 
-impl SlotTable {
-    pub(super) fn new() -> Self {
+/// A lock-free, append-only array indexed by slot, grown by whole segments that never
+/// move.
+struct Segments<T> {
+    segments: [AtomicPtr<T>; SEGMENTS],
+}
+
+impl<T: Default> Segments<T> {
+    fn new() -> Self {
         Self {
             segments: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
         }
     }
 
-    /// The slot's info, if its segment exists.
+    /// The slot's element, if its segment exists.
     #[inline]
-    pub(super) fn get(&self, slot: Slot) -> Option<&SlotInfo> {
+    fn get(&self, slot: Slot) -> Option<&T> {
         let (seg, offset) = locate(slot);
         let base = self.segments[seg].load(Ordering::Acquire);
         if base.is_null() {
@@ -92,15 +103,15 @@ impl SlotTable {
         Some(unsafe { &*base.add(offset) })
     }
 
-    /// The slot's info, allocating its segment on first use.
-    pub(super) fn ensure(&self, slot: Slot) -> &SlotInfo {
-        if let Some(info) = self.get(slot) {
-            return info;
+    /// The slot's element, allocating its segment on first use.
+    fn ensure(&self, slot: Slot) -> &T {
+        if let Some(element) = self.get(slot) {
+            return element;
         }
         let (seg, _) = locate(slot);
         let len = (SEGMENT_BASE << seg) as usize;
-        let fresh: Box<[CachePadded<SlotInfo>]> = (0..len).map(|_| Default::default()).collect();
-        let fresh = Box::into_raw(fresh).cast::<CachePadded<SlotInfo>>();
+        let fresh: Box<[T]> = (0..len).map(|_| T::default()).collect();
+        let fresh = Box::into_raw(fresh).cast::<T>();
         if let Err(_winner) = self.segments[seg].compare_exchange(
             std::ptr::null_mut(),
             fresh,
@@ -115,7 +126,7 @@ impl SlotTable {
     }
 }
 
-impl Drop for SlotTable {
+impl<T> Drop for Segments<T> {
     fn drop(&mut self) {
         for (seg, ptr) in self.segments.iter_mut().enumerate() {
             let base = *ptr.get_mut();
@@ -126,6 +137,41 @@ impl Drop for SlotTable {
                 drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) });
             }
         }
+    }
+}
+
+/// Every slot's [`SlotKey`] (dense) and [`SlotInfo`] (padded), in two lock-free
+/// segmented arrays that grow together and never move.
+pub(super) struct SlotTable {
+    keys: Segments<SlotKey>,
+    infos: Segments<CachePadded<SlotInfo>>,
+}
+
+impl SlotTable {
+    pub(super) fn new() -> Self {
+        Self {
+            keys: Segments::new(),
+            infos: Segments::new(),
+        }
+    }
+
+    /// The slot's shared state, if its segment exists.
+    #[inline]
+    pub(super) fn get(&self, slot: Slot) -> Option<&SlotInfo> {
+        self.infos.get(slot).map(|info| &**info)
+    }
+
+    /// The slot's state and key, if its segment exists.
+    #[inline]
+    pub(super) fn key(&self, slot: Slot) -> Option<&SlotKey> {
+        self.keys.get(slot)
+    }
+
+    /// The slot's state and key, allocating both of its segments on first use (the
+    /// info's first: whoever finds the key finds the info).
+    pub(super) fn ensure(&self, slot: Slot) -> &SlotKey {
+        self.infos.ensure(slot);
+        self.keys.ensure(slot)
     }
 }
 

@@ -1,10 +1,14 @@
 //! Side-by-side replay of a Mooncake trace through `approx-kv-index`, `dynamo-kv-router` 1.6.1
 //! (its `ThreadPoolIndexer<ConcurrentRadixTreeCompressed>` and its actor `KvIndexer`, both in
-//! approximate TTL mode) and SMG's `kv-index` 2.0.0 (its `ChainIndex`, exact and event-driven:
-//! each routing decision is applied as the engine's store event for the whole prompt; it has
-//! no TTL, so its expiry figures are n/a), interleaved subject by subject over several rounds
-//! on one machine. Prints every figure with the median over rounds and the median of the
-//! per-round ratios. See `docs/benchmarks.md`.
+//! approximate TTL mode) and SMG's `kv-index` 2.0.0: its `ChainIndex` (exact and
+//! event-driven: each routing decision is applied as the engine's store event for the whole
+//! prompt; at most 1,024 workers) and its `TokenTree` (its approximate cache-aware radix tree
+//! over tokens: each routing decision is inserted for the chosen worker's tenant name; a find
+//! reports the deepest match and up to 8 of its tenants, not every worker's overlap). Neither
+//! SMG index has a TTL, so their expiry figures are n/a. The subjects run interleaved,
+//! subject by subject, over several rounds on one machine; every workload routes (or records)
+//! over a fleet of `--workers` workers (16 by default). Prints every figure with the median
+//! over rounds and the median of the per-round ratios. See `docs/benchmarks.md`.
 //!
 //! ```text
 //! cargo run --release -p approx-kv-compare -- --help
@@ -27,7 +31,7 @@ use clap::{Parser, ValueEnum};
 use tokio::runtime::Handle;
 
 use report::Row;
-use subjects::{DynActor, DynPool, Ours, Smg, Subject};
+use subjects::{DynActor, DynPool, Ours, Smg, SmgTree, Subject};
 
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;
@@ -48,8 +52,9 @@ const EXPIRY_REQUESTS: usize = 64;
     allow_negative_numbers = true,
     about = "Replays a Mooncake trace through approx-kv-index, dynamo-kv-router 1.6.1 \
              (its thread-pool indexer and its actor) and SMG's kv-index 2.0.0 (its \
-             ChainIndex), interleaved subject by subject over several rounds, and prints the \
-             median of each figure and of the per-round ratios.",
+             ChainIndex and its TokenTree), routing over a fleet of --workers workers, \
+             interleaved subject by subject over several rounds, and prints the median of \
+             each figure and of the per-round ratios.",
     after_help = "See docs/benchmarks.md for the workloads and the published figures."
 )]
 struct Args {
@@ -65,6 +70,11 @@ struct Args {
     /// Router threads of the multithreaded routing and recording runs
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
     threads: u32,
+    /// Workers every workload routes (or records) over, but the shared-prefix one (16, 128
+    /// and 1024 sharers whatever N); SMG's ChainIndex takes at most 1024: its figures over a
+    /// larger fleet are n/a
+    #[arg(long, value_name = "N", default_value_t = subjects::DEFAULT_WORKERS as u32, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    workers: u32,
     /// Measure one subject alone, for profiling (prints each round, no table)
     #[arg(long, value_name = "SUBJECT")]
     only: Option<Only>,
@@ -87,10 +97,12 @@ enum Only {
     Actor,
     /// SMG's ChainIndex (kv-index 2.0.0)
     Smg,
+    /// SMG's TokenTree (kv-index 2.0.0)
+    TokenTree,
 }
 
 /// Distinct (block, worker) pairs stored by routing request `i` to worker `w`.
-fn count_pairs(seqs: &[Vec<u64>], decisions: &[(u32, u8)]) -> usize {
+fn count_pairs(seqs: &[Vec<u64>], decisions: &[(u32, u32)]) -> usize {
     let mut set = HashSet::new();
     for &(i, w) in decisions {
         for &h in &seqs[i as usize] {
@@ -100,11 +112,16 @@ fn count_pairs(seqs: &[Vec<u64>], decisions: &[(u32, u8)]) -> usize {
     set.len()
 }
 
-/// Every workload on one subject; `make(ttl, tick)` builds a fresh index.
+/// Finds of the shared prompt in each shared-prefix run.
+const SHARED_FINDS: usize = 2_000;
+
+/// Every workload on one subject over `workers` workers; `make(ttl, tick)` builds a fresh
+/// index. A fleet beyond the subject ([`Subject::MAX_WORKERS`]) skips the workloads over it.
 fn measure<S: Subject>(
     h: &Handle,
     reqs: &[Vec<u32>],
     seqs: &[Vec<u64>],
+    workers: usize,
     threads: usize,
     make: impl Fn(Duration, Duration) -> S,
 ) -> Row {
@@ -116,23 +133,29 @@ fn measure<S: Subject>(
     let s = make(LONG_TTL, Duration::from_millis(100));
     row.hash_us = per_req(scenarios::hash(&s, reqs));
     drop(s);
+    if workers > S::MAX_WORKERS {
+        row.hash_scaling = hash_scaling(&make, reqs, threads);
+        shared_prefix(h, &make, &mut row);
+        row.skip_fleet();
+        return row;
+    }
 
     // Route on one thread from empty; memory is what the loaded index holds on the heap.
     let mut decisions = vec![Vec::with_capacity(n)];
     let mut lat = Vec::with_capacity(n);
     let base = alloc::settled_live_bytes();
     let s = make(LONG_TTL, Duration::from_millis(100));
-    let t = scenarios::route(h, &s, reqs, 1, &mut decisions);
+    let t = scenarios::route(h, &s, reqs, workers, 1, &mut decisions);
     let bytes = alloc::settled_live_bytes() - base;
     row.route1 = rate(t);
     row.route_us = per_req(t);
-    row.pairs = count_pairs(seqs, &decisions[0]);
-    row.bytes_per_pair = bytes as f64 / row.pairs.max(1) as f64;
+    row.pairs = count_pairs(seqs, &decisions[0]) as f64;
+    row.bytes_per_pair = bytes as f64 / row.pairs.max(1.0);
     row.find_rate = rate(scenarios::find_tokens(h, &s, reqs, &mut lat));
     (row.find_p50, row.find_p99) = scenarios::percentiles(&mut lat);
     let hashes: Vec<S::Hashes> = reqs.iter().map(|r| s.hash(r)).collect();
     lat.clear();
-    scenarios::find_hashes(h, &s, &hashes, &mut lat);
+    scenarios::find_hashes(h, &s, &hashes, workers, &mut lat);
     (row.findx_p50, row.findx_p99) = scenarios::percentiles(&mut lat);
     drop(hashes);
     drop(s);
@@ -141,45 +164,71 @@ fn measure<S: Subject>(
     let mut decisions = (0..threads)
         .map(|_| Vec::with_capacity(n / threads + 1))
         .collect::<Vec<_>>();
-    row.route_n = rate(scenarios::route(h, &s, reqs, threads, &mut decisions));
+    row.route_n = rate(scenarios::route(
+        h,
+        &s,
+        reqs,
+        workers,
+        threads,
+        &mut decisions,
+    ));
     drop(s);
-    // The machine's ceiling beside it: the same split with nothing shared (1, N, N, 1
-    // threads, so that a drift over the four cancels).
-    let s = make(LONG_TTL, Duration::from_millis(100));
-    let pass = |t: usize| scenarios::hash_threads(&s, reqs, t).as_secs_f64();
-    let (one, many) = (pass(1), pass(threads));
-    let (many2, one2) = (pass(threads), pass(1));
-    drop(s);
-    row.hash_scaling = (one + one2) / (many + many2);
+    row.hash_scaling = hash_scaling(&make, reqs, threads);
     let s = make(LONG_TTL, Duration::from_millis(100));
     let mut decisions = (0..4)
         .map(|_| Vec::with_capacity(n / 4 + 1))
         .collect::<Vec<_>>();
-    row.route4 = rate(scenarios::route(h, &s, reqs, 4, &mut decisions));
+    row.route4 = rate(scenarios::route(h, &s, reqs, workers, 4, &mut decisions));
     drop(s);
-    for (k, &sharers) in scenarios::SHARERS.iter().enumerate() {
-        let s = make(LONG_TTL, Duration::from_millis(100));
-        (row.record_sharers[k], row.find_sharers[k]) =
-            scenarios::shared_prefix_find(h, &s, sharers);
-    }
+    shared_prefix(h, &make, &mut row);
 
     let s = make(LONG_TTL, Duration::from_millis(100));
-    row.record1 = rate(scenarios::record(h, &s, reqs, 1));
+    row.record1 = rate(scenarios::record(h, &s, reqs, workers, 1));
     drop(s);
     let s = make(LONG_TTL, Duration::from_millis(100));
-    row.record_n = rate(scenarios::record(h, &s, reqs, threads));
+    row.record_n = rate(scenarios::record(h, &s, reqs, workers, threads));
     drop(s);
 
     if S::EXPIRES {
         let s = make(SHORT_TTL, TICK);
         let k = EXPIRY_REQUESTS.min(n);
-        (row.lag_hidden_ms, row.lag_freed_ms) = scenarios::expiry_lag(h, &s, &reqs[..k], SHORT_TTL);
+        (row.lag_hidden_ms, row.lag_freed_ms) =
+            scenarios::expiry_lag(h, &s, &reqs[..k], workers, SHORT_TTL);
         drop(s);
     } else {
         // Nothing expires: the cells print as n/a.
         (row.lag_hidden_ms, row.lag_freed_ms) = (f64::NAN, f64::NAN);
     }
     row
+}
+
+/// The machine's ceiling beside the route's thread scaling: the same split with nothing
+/// shared (1, N, N, 1 threads, so that a drift over the four cancels).
+fn hash_scaling<S: Subject>(
+    make: &impl Fn(Duration, Duration) -> S,
+    reqs: &[Vec<u32>],
+    threads: usize,
+) -> f64 {
+    let s = make(LONG_TTL, Duration::from_millis(100));
+    let pass = |t: usize| scenarios::hash_threads(&s, reqs, t).as_secs_f64();
+    let (one, many) = (pass(1), pass(threads));
+    let (many2, one2) = (pass(threads), pass(1));
+    (one + one2) / (many + many2)
+}
+
+/// The shared-prefix runs, one fresh index per sharers count. Panics if a find does not
+/// report every sharer it can ([`Subject::MAX_REPORTED`]) at the prompt's full depth.
+fn shared_prefix<S: Subject>(h: &Handle, make: &impl Fn(Duration, Duration) -> S, row: &mut Row) {
+    for (k, &sharers) in scenarios::SHARERS.iter().enumerate() {
+        let s = make(LONG_TTL, Duration::from_millis(100));
+        let got = scenarios::shared_prefix_find(h, &s, sharers, SHARED_FINDS);
+        assert_eq!(
+            (got.reported, got.short),
+            (sharers.min(S::MAX_REPORTED), 0),
+            "workers a find of a prompt shared by {sharers} reports in full and in part"
+        );
+        (row.record_sharers[k], row.find_sharers[k]) = (got.record_us, got.find_p50);
+    }
 }
 
 fn main() {
@@ -197,6 +246,7 @@ fn main() {
         Err(e) => fail(&e),
     };
     let threads = args.threads as usize;
+    let workers = args.workers as usize;
     let rounds = args.rounds as usize;
     let seqs: Vec<Vec<u64>> = reqs
         .iter()
@@ -216,11 +266,13 @@ fn main() {
         .expect("tokio runtime");
     let h = runtime.handle().clone();
     println!(
-        "trace {}: {} requests, {} blocks of {} tokens; {} rounds; {} router threads; {} CPUs",
+        "trace {}: {} requests, {} blocks of {} tokens; {} workers; {} rounds; {} router \
+         threads; {} CPUs",
         trace.display(),
         reqs.len(),
         blocks,
         subjects::BLOCK,
+        workers,
         rounds,
         threads,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -233,16 +285,25 @@ fn main() {
     let actor = |ttl, _| DynActor::new(ttl);
     // No TTL, no sweeper: the settings are ignored.
     let smg = |_, _| Smg::default();
-    let subjects = if args.only.is_some() { 1 } else { 4 };
+    // Tenant names for the fleet and for the shared-prefix runs, built (and interned) once.
+    let names =
+        subjects::tenant_names(workers.max(scenarios::SHARERS[scenarios::SHARERS.len() - 1]));
+    let tree = |_, _| SmgTree::new(names.clone());
+    let subjects = if args.only.is_some() {
+        1
+    } else {
+        report::SUBJECTS
+    };
     let bar = progress::bar(args.progress, (rounds * subjects) as u64);
     if let Some(only) = args.only {
         for round in 0..rounds {
             bar.set_prefix(format!("round {}/{rounds}", round + 1));
             let row = match only {
-                Only::Ours => measure(&h, &reqs, &seqs, threads, ours),
-                Only::Pool => measure(&h, &reqs, &seqs, threads, pool),
-                Only::Actor => measure(&h, &reqs, &seqs, threads, actor),
-                Only::Smg => measure(&h, &reqs, &seqs, threads, smg),
+                Only::Ours => measure(&h, &reqs, &seqs, workers, threads, ours),
+                Only::Pool => measure(&h, &reqs, &seqs, workers, threads, pool),
+                Only::Actor => measure(&h, &reqs, &seqs, workers, threads, actor),
+                Only::Smg => measure(&h, &reqs, &seqs, workers, threads, smg),
+                Only::TokenTree => measure(&h, &reqs, &seqs, workers, threads, tree),
             };
             bar.inc(1);
             let name = only.to_possible_value().expect("no skipped variant");
@@ -254,24 +315,27 @@ fn main() {
     let mut all = Vec::new();
     for round in 0..rounds {
         bar.set_prefix(format!("round {}/{rounds}", round + 1));
-        let ours = measure(&h, &reqs, &seqs, threads, ours);
+        let ours = measure(&h, &reqs, &seqs, workers, threads, ours);
         bar.inc(1);
-        let pool = measure(&h, &reqs, &seqs, threads, pool);
+        let pool = measure(&h, &reqs, &seqs, workers, threads, pool);
         bar.inc(1);
-        let actor = measure(&h, &reqs, &seqs, threads, actor);
+        let actor = measure(&h, &reqs, &seqs, workers, threads, actor);
         bar.inc(1);
-        let smg = measure(&h, &reqs, &seqs, threads, smg);
+        let smg = measure(&h, &reqs, &seqs, workers, threads, smg);
+        bar.inc(1);
+        let tree = measure(&h, &reqs, &seqs, workers, threads, tree);
         bar.inc(1);
         bar.suspend(|| {
             eprintln!("round {}: ours {ours:?}", round + 1);
             eprintln!("round {}: pool {pool:?}", round + 1);
             eprintln!("round {}: actor {actor:?}", round + 1);
             eprintln!("round {}: smg {smg:?}", round + 1);
+            eprintln!("round {}: token-tree {tree:?}", round + 1);
         });
-        all.push([ours, pool, actor, smg]);
+        all.push([ours, pool, actor, smg, tree]);
     }
     bar.finish_and_clear();
-    report::print(&all, threads);
+    report::print(&all, threads, workers, workers <= Smg::MAX_WORKERS);
     if let Some(dir) = &args.svg {
         if let Err(e) = write_svgs(dir, &all, threads) {
             eprintln!("error: writing plots to {}: {e}", dir.display());
@@ -297,6 +361,7 @@ fn write_svgs(
         ("dynamo pool", "#d62728"),
         ("dynamo actor", "#ff7f0e"),
         ("smg chain index", "#2ca02c"),
+        ("smg token tree", "#9467bd"),
     ];
     let med = |k: usize, get: &dyn Fn(&Row) -> f64| {
         report::median(rounds.iter().map(|r| get(&r[k])).collect())

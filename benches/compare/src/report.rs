@@ -1,7 +1,8 @@
 //! The figures of one subject in one round, and the table over rounds.
 
-/// Subjects per round, in table order: ours, Dynamo's pool, Dynamo's actor, SMG.
-pub const SUBJECTS: usize = 4;
+/// Subjects per round, in table order: ours, Dynamo's pool, Dynamo's actor, SMG's
+/// `ChainIndex`, SMG's `TokenTree`.
+pub const SUBJECTS: usize = 5;
 
 /// One subject's figures in one round.
 #[derive(Debug, Default, Clone, Copy)]
@@ -35,12 +36,36 @@ pub struct Row {
     pub findx_p50: f64,
     pub findx_p99: f64,
     /// Distinct (block, worker) pairs after routing the trace, and heap bytes per pair.
-    pub pairs: usize,
+    pub pairs: f64,
     pub bytes_per_pair: f64,
     /// Past the TTL: until finds stop reporting the entries, and until they are freed, ms
     /// (NaN for a subject without a TTL, printed as n/a).
     pub lag_hidden_ms: f64,
     pub lag_freed_ms: f64,
+}
+
+impl Row {
+    /// Marks every figure measured over the fleet as not measured (NaN, printed as n/a),
+    /// for a subject that cannot index that many workers: all but the hashing and the
+    /// shared-prefix figures.
+    pub fn skip_fleet(&mut self) {
+        let nan = f64::NAN;
+        self.route_us = nan;
+        self.route1 = nan;
+        self.route_n = nan;
+        self.route4 = nan;
+        self.record1 = nan;
+        self.record_n = nan;
+        self.find_rate = nan;
+        self.find_p50 = nan;
+        self.find_p99 = nan;
+        self.findx_p50 = nan;
+        self.findx_p99 = nan;
+        self.pairs = nan;
+        self.bytes_per_pair = nan;
+        self.lag_hidden_ms = nan;
+        self.lag_freed_ms = nan;
+    }
 }
 
 enum Target {
@@ -86,8 +111,9 @@ fn fmt(v: f64) -> String {
     }
 }
 
-/// Prints the table: medians over rounds, the median of per-round ratios, the target.
-pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize) {
+/// Prints the table: medians over rounds, the median of per-round ratios, the target; then
+/// what the SMG columns stand for. `smg_fits`: whether SMG's `ChainIndex` took the fleet.
+pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize, workers: usize, smg_fits: bool) {
     let n = threads;
     let figures: Vec<Figure> = vec![
         (
@@ -177,7 +203,7 @@ pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize) {
         ),
         (
             "(block, worker) pairs stored".into(),
-            |r| r.pairs as f64,
+            |r| r.pairs,
             Target::None,
         ),
         (
@@ -215,14 +241,14 @@ pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize) {
     println!();
     println!(
         "| figure | ours | dynamo pool | ours / pool | target | met | dynamo actor | ours / actor \
-         | smg | ours / smg |"
+         | smg | ours / smg | smg token tree | ours / token tree |"
     );
-    println!("|---|---:|---:|---:|---|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|");
     for (name, get, target) in figures {
         let med = |k: usize| median(rounds.iter().map(|r| get(&r[k])).collect());
         let ratio = |k: usize| median(rounds.iter().map(|r| get(&r[0]) / get(&r[k])).collect());
-        let (ours, pool, actor, smg) = (med(0), med(1), med(2), med(3));
-        let (vs_pool, vs_actor, vs_smg) = (ratio(1), ratio(2), ratio(3));
+        let (ours, pool, actor, smg, tree) = (med(0), med(1), med(2), med(3), med(4));
+        let (vs_pool, vs_actor, vs_smg, vs_tree) = (ratio(1), ratio(2), ratio(3), ratio(4));
         let (text, met) = match target {
             Target::RatioMin(x) => (format!("≥ {x}x"), Some(vs_pool >= x)),
             Target::RatioMax(x) => (format!("≤ {x}x"), Some(vs_pool <= x)),
@@ -236,14 +262,36 @@ pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize) {
             None => "",
         };
         println!(
-            "| {name} | {} | {} | {} | {text} | {met} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {text} | {met} | {} | {} | {} | {} | {} | {} |",
             fmt(ours),
             fmt(pool),
             fmt(vs_pool),
             fmt(actor),
             fmt(vs_actor),
             fmt(smg),
-            fmt(vs_smg)
+            fmt(vs_smg),
+            fmt(tree),
+            fmt(vs_tree)
         );
     }
+    println!();
+    println!(
+        "smg: SMG's ChainIndex, exact and event-driven (a routing decision is applied as the \
+         engine's store event), no TTL (expiry n/a)."
+    );
+    if !smg_fits {
+        println!(
+            "smg: a ChainIndex takes at most {} workers: its figures over {workers} workers \
+             are n/a (the shared-prefix ones stand).",
+            crate::subjects::SMG_MAX_WORKERS
+        );
+    }
+    println!(
+        "smg token tree: SMG's TokenTree (page = {} tokens, LRU), no TTL (expiry n/a); a find \
+         reports the deepest match and up to {} of its tenants, not every worker's overlap, so \
+         its routing sees those workers only and its find at 128 and 1024 sharers reports 8; \
+         its \"hashing\" is copying the tokens.",
+        crate::subjects::BLOCK,
+        crate::subjects::TOKEN_TREE_REPORTED
+    );
 }

@@ -1,9 +1,16 @@
-//! The four indexers under test behind one interface: this crate, Dynamo's
+//! The five indexers under test behind one interface: this crate, Dynamo's
 //! `ThreadPoolIndexer<ConcurrentRadixTreeCompressed>` with TTL pruning, Dynamo's actor
-//! `KvIndexer` with TTL pruning, and SMG's `ChainIndex` (crate `kv-index` 2.0.0, the SGLang
+//! `KvIndexer` with TTL pruning, SMG's `ChainIndex` (crate `kv-index` 2.0.0, the SGLang
 //! model gateway's event-driven index: no TTL, no approximate mode, so a routing decision is
-//! applied as the store event an engine would publish for the whole prompt). Every method is
-//! `async` so one driver loop serves all four; this crate's and SMG's methods never await.
+//! applied as the store event an engine would publish for the whole prompt) and SMG's
+//! `TokenTree` (the same crate's approximate cache-aware radix tree over tokens: a routing
+//! decision is inserted for the chosen tenant; no TTL; a find reports the deepest match and
+//! its tenants only). Every method is `async` so one driver loop serves all five; this
+//! crate's and SMG's methods never await.
+//!
+//! Worker ids are `0..N` for a fleet of N workers; a find writes worker `w`'s overlap to
+//! `overlap[w]`, so the caller sizes the buffer to the fleet (or to the sharers of the
+//! shared-prefix workload, whichever is larger).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -17,11 +24,11 @@ use dynamo_kv_router::protocols::{
     LocalBlockHash as DynLocal, WorkerWithDpRank,
 };
 use dynamo_kv_router::{ConcurrentRadixTreeCompressed, ThreadPoolIndexer};
-use kv_index::{ChainBlockMap, ChainIndex, StoredBlock};
+use kv_index::{ChainBlockMap, ChainIndex, StoredBlock, TokenTree};
 use tokio_util::sync::CancellationToken;
 
-/// Workers the router chooses among.
-pub const WORKERS: usize = 16;
+/// Workers the router chooses among unless `--workers` says otherwise.
+pub const DEFAULT_WORKERS: usize = 16;
 /// Tokens per index block.
 pub const BLOCK: u32 = 64;
 /// Dynamo's default number of writer threads for the thread-pool indexer.
@@ -36,8 +43,9 @@ pub trait Subject: Sync {
     fn hash(&self, tokens: &[u32]) -> Self::Hashes;
     /// Number of blocks in `h`.
     fn blocks(h: &Self::Hashes) -> usize;
-    /// Overlap per worker for precomputed hashes; `overlap` is zeroed by the caller.
-    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32; WORKERS]);
+    /// Overlap per worker for precomputed hashes: worker `w`'s matched full blocks go to
+    /// `overlap[w]`. The caller zeroes `overlap` and sizes it past every worker recorded.
+    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32]);
     /// Records that `worker` was chosen for the prompt of `h`.
     async fn record(&self, h: &Self::Hashes, worker: u64);
     /// Find from tokens (hashing included); returns how many workers matched.
@@ -48,6 +56,12 @@ pub trait Subject: Sync {
     async fn flush(&self);
     /// Whether entries expire (a TTL): the expiry-lag workload applies only then.
     const EXPIRES: bool = true;
+    /// The most workers the subject can index (ids `0..MAX_WORKERS`): the workloads over a
+    /// larger fleet are skipped (their figures print as n/a).
+    const MAX_WORKERS: usize = usize::MAX;
+    /// The most workers one find reports: every worker holding a prefix of the query for
+    /// all but SMG's `TokenTree`, which reports the tenants of its deepest match only.
+    const MAX_REPORTED: usize = usize::MAX;
     /// Whether all stored entries have been reclaimed, if the subject can tell apart
     /// "invisible" from "freed" (only this crate can: its reads check expiry themselves).
     fn reclaimed(&self) -> Option<bool> {
@@ -83,12 +97,12 @@ impl Subject for Ours {
     fn blocks(h: &Self::Hashes) -> usize {
         h.0.len()
     }
-    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32; WORKERS]) {
+    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32]) {
         // The callback form, as SMG's `score_into`: nothing allocated, no answer built;
         // from the sequence hashes the router computed once (hashing counts them), which
         // the record takes too.
         self.0.find_matches_by_sequence_with(&h.1, |w, s| {
-            overlap[w as usize % WORKERS] = s;
+            overlap[w as usize] = s;
         });
     }
     async fn record(&self, h: &Self::Hashes, worker: u64) {
@@ -145,11 +159,11 @@ impl Subject for DynPool {
     fn blocks(h: &Self::Hashes) -> usize {
         h.0.len()
     }
-    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32; WORKERS]) {
+    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32]) {
         use dynamo_kv_router::SyncIndexer;
         let found = self.0.backend().find_matches(&h.0, false);
         for (w, &s) in &found.scores {
-            overlap[w.worker_id as usize % WORKERS] = s;
+            overlap[w.worker_id as usize] = s;
         }
     }
     async fn record(&self, h: &Self::Hashes, worker: u64) {
@@ -204,10 +218,10 @@ impl Subject for DynActor {
     fn blocks(h: &Self::Hashes) -> usize {
         h.0.len()
     }
-    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32; WORKERS]) {
+    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32]) {
         if let Ok(found) = self.0.find_matches(h.0.clone()).await {
             for (w, &s) in &found.scores {
-                overlap[w.worker_id as usize % WORKERS] = s;
+                overlap[w.worker_id as usize] = s;
             }
         }
     }
@@ -237,7 +251,8 @@ impl Subject for DynActor {
 }
 
 /// Workers SMG's index is built for: the gateway's setting (1,024 per model, the most a
-/// `ChainIndex` takes), and what the shared-prefix workload needs.
+/// `ChainIndex` takes), and what the shared-prefix workload needs. A larger fleet is beyond
+/// it: its workloads over the fleet are skipped.
 pub const SMG_MAX_WORKERS: usize = 1024;
 
 /// One worker as SMG's index knows it: its interned id and its lane map (engine hash to
@@ -314,6 +329,7 @@ pub fn smg_hash(tokens: &[u32]) -> Vec<StoredBlock> {
 impl Subject for Smg {
     type Hashes = Vec<StoredBlock>;
     const EXPIRES: bool = false;
+    const MAX_WORKERS: usize = SMG_MAX_WORKERS;
 
     #[inline]
     fn hash(&self, tokens: &[u32]) -> Self::Hashes {
@@ -322,14 +338,14 @@ impl Subject for Smg {
     fn blocks(h: &Self::Hashes) -> usize {
         h.len()
     }
-    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32; WORKERS]) {
+    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32]) {
         self.index.score_into(
             h,
             |b| b.content_hash.0,
             false,
             |id, score| {
                 let w = self.workers[id as usize].load(Ordering::Acquire);
-                overlap[w as usize % WORKERS] = score;
+                overlap[w as usize] = score;
             },
         );
     }
@@ -354,9 +370,117 @@ impl Subject for Smg {
     async fn flush(&self) {}
 }
 
+/// What SMG's `TokenTree` reports of one find at most: the tenants of the deepest matched
+/// node, capped at `kv_index`'s `MATCHED_TENANTS_CAP` (8 in 2.0.0; the constant is not
+/// exported).
+pub const TOKEN_TREE_REPORTED: usize = 8;
+
+/// The name of worker `w` as SMG's `TokenTree` knows it (a tenant): `worker-{w}`.
+fn tenant_of(w: usize) -> String {
+    format!("worker-{w}")
+}
+
+/// The worker a tenant name of [`tenant_of`] stands for (the router's tenant → worker
+/// lookup; parsing costs less than a map of names).
+fn worker_of(tenant: &str) -> usize {
+    tenant
+        .strip_prefix("worker-")
+        .and_then(|n| n.parse().ok())
+        .expect("a tenant named by tenant_of")
+}
+
+/// The tenant names of workers `0..n`, built once for every round (a record passes the
+/// chosen worker's name, never formats one). Building them also interns each in
+/// `kv_index`'s process-wide tenant pool (an insert into a throwaway tree; the pool is never
+/// freed), as a gateway's first request to each worker would: no round and no memory figure
+/// pays for it.
+pub fn tenant_names(n: usize) -> Arc<[Box<str>]> {
+    let names: Arc<[Box<str>]> = (0..n).map(|w| tenant_of(w).into_boxed_str()).collect();
+    let scratch = TokenTree::with_config(1, Default::default());
+    for name in names.iter() {
+        scratch.insert_tokens(&[0], name);
+    }
+    names
+}
+
+/// SMG's `TokenTree` (kv-index 2.0.0), its approximate cache-aware radix tree over tokens:
+/// a routing decision is `insert_tokens(prompt, tenant)` for the chosen worker's name (see
+/// [`tenant_names`]), a find is `match_prefix_with_counts(prompt)`. Built by
+/// `TokenTree::with_config(BLOCK, policy)`: its pages are our 64-token blocks, and the
+/// policy is `EvictionPolicy::Lru`, SGLang's and the tree's default, and the only one
+/// reachable here (2.0.0 does not export `EvictionPolicy`, so it is passed as
+/// `Default::default()`); nothing is evicted in these workloads (the gateway evicts by size
+/// from a timer), so the policy only decides that finds do not count hits (LFU would).
+///
+/// What a find can report: `matched_token_count` (the deepest page-aligned match over all
+/// tenants) and `matched_tenants`, the tenants of the deepest matched node, at most
+/// [`TOKEN_TREE_REPORTED`] (8) of them in map order. So this subject fills `overlap[w]` with
+/// the matched full blocks for those tenants only: every worker holding the deepest match,
+/// up to 8 of them; a worker holding a shorter prefix, or a 9th worker holding the deepest,
+/// reads 0. The routing choice then sees only these workers' overlaps. A find also stamps
+/// the tenant it walks by on each matched node (the tree's LRU bookkeeping): a write.
+///
+/// It works on tokens, so its [`Subject::Hashes`] is the prompt itself: "hashing" is
+/// copying the tokens, and a find from hashes is the same call as a find from tokens. No
+/// TTL: its expiry figures are n/a.
+pub struct SmgTree {
+    tree: TokenTree,
+    names: Arc<[Box<str>]>,
+}
+
+impl SmgTree {
+    /// An empty tree for the workers `names` names (ids `0..names.len()`).
+    pub fn new(names: Arc<[Box<str>]>) -> Self {
+        Self {
+            tree: TokenTree::with_config(BLOCK as usize, Default::default()),
+            names,
+        }
+    }
+}
+
+impl Subject for SmgTree {
+    type Hashes = Vec<u32>;
+    const EXPIRES: bool = false;
+    const MAX_REPORTED: usize = TOKEN_TREE_REPORTED;
+
+    #[inline]
+    fn hash(&self, tokens: &[u32]) -> Self::Hashes {
+        tokens.to_vec()
+    }
+    fn blocks(h: &Self::Hashes) -> usize {
+        h.len() / BLOCK as usize
+    }
+    async fn find(&self, h: &Self::Hashes, overlap: &mut [u32]) {
+        let found = self.tree.match_prefix_with_counts(h);
+        let depth = (found.matched_token_count / BLOCK as usize) as u32;
+        if depth > 0 {
+            for tenant in &found.matched_tenants {
+                overlap[worker_of(tenant)] = depth;
+            }
+        }
+    }
+    async fn record(&self, h: &Self::Hashes, worker: u64) {
+        self.tree.insert_tokens(h, &self.names[worker as usize]);
+    }
+    async fn find_tokens(&self, tokens: &[u32]) -> usize {
+        self.tree
+            .match_prefix_with_counts(tokens)
+            .matched_tenants
+            .len()
+    }
+    async fn record_tokens(&self, tokens: &[u32], worker: u64) {
+        self.tree
+            .insert_tokens(tokens, &self.names[worker as usize]);
+    }
+    async fn flush(&self) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fleet of these tests.
+    const WORKERS: usize = 16;
 
     /// Runs a subject's future; this crate's and SMG's never await.
     fn run<F: std::future::Future>(f: F) -> F::Output {
@@ -445,5 +569,100 @@ mod tests {
             matched += o.1;
         }
         assert!(matched > reqs.len(), "the head shares prefixes: {matched}");
+    }
+
+    /// `o` with every entry but the deepest zeroed: what SMG's `TokenTree` can report of
+    /// the same index (while at most 8 workers share the deepest match).
+    fn deepest(mut o: [u32; WORKERS]) -> [u32; WORKERS] {
+        let max = o.iter().copied().max().unwrap_or(0);
+        for x in &mut o {
+            if *x < max {
+                *x = 0;
+            }
+        }
+        o
+    }
+
+    #[test]
+    fn tenant_names_map_back_to_their_workers() {
+        let names = tenant_names(1100);
+        assert_eq!(names.len(), 1100);
+        for (w, name) in names.iter().enumerate() {
+            assert_eq!(worker_of(name), w);
+        }
+    }
+
+    /// The small case of `smg_and_ours_agree_on_a_small_exact_case`: SMG's `TokenTree` reports
+    /// the workers holding the deepest match, at ours' depth, and no other.
+    #[test]
+    fn token_tree_reports_ours_deepest_workers_on_a_small_case() {
+        let prompt = tokens(8, 1);
+        let mut diverging = prompt[..2 * BLOCK as usize].to_vec();
+        diverging.extend(tokens(3, 2));
+        let ours = Ours::new(Duration::from_secs(600), Duration::from_millis(100));
+        let tree = SmgTree::new(tenant_names(WORKERS));
+        for (tokens, worker) in [
+            (&prompt[..], 3),
+            (&prompt[..5 * BLOCK as usize + 7], 5),
+            (&diverging[..], 7),
+        ] {
+            run(ours.record(&ours.hash(tokens), worker));
+            run(tree.record(&tree.hash(tokens), worker));
+        }
+        let mut want = [0; WORKERS];
+        want[3] = 8;
+        assert_eq!(overlaps(&tree, &prompt), (want, 1));
+        assert_eq!(deepest(overlaps(&ours, &prompt).0), want);
+        // Workers 3 and 5 both hold the first 5 blocks.
+        let mut want = [0; WORKERS];
+        (want[3], want[5]) = (5, 5);
+        assert_eq!(overlaps(&tree, &prompt[..5 * BLOCK as usize]), (want, 2));
+        assert_eq!(
+            deepest(overlaps(&ours, &prompt[..5 * BLOCK as usize]).0),
+            want
+        );
+        let mut want = [0; WORKERS];
+        want[7] = 5;
+        assert_eq!(overlaps(&tree, &diverging), (want, 1));
+        assert_eq!(deepest(overlaps(&ours, &diverging).0), want);
+        assert_eq!(overlaps(&tree, &tokens(4, 3)), ([0; WORKERS], 0));
+        // Less than a page matches nothing.
+        assert_eq!(overlaps(&tree, &prompt[..63]), ([0; WORKERS], 0));
+    }
+
+    /// The head of the bundled trace, request `i` recorded for worker `i % 16`: on every find
+    /// SMG's `TokenTree` reports ours' deepest workers (up to 8 of them) at ours' depth.
+    #[test]
+    fn token_tree_reports_ours_deepest_workers_on_the_trace_head() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../data/conversation_head2000.jsonl"
+        );
+        let reqs = crate::trace::load(std::path::Path::new(path), 2000).expect("bundled trace");
+        let ours = Ours::new(Duration::from_secs(600), Duration::from_millis(100));
+        let tree = SmgTree::new(tenant_names(WORKERS));
+        for (i, r) in reqs.iter().enumerate() {
+            let w = (i % WORKERS) as u64;
+            run(ours.record_tokens(r, w));
+            run(tree.record_tokens(r, w));
+        }
+        let (mut several, mut capped) = (0, 0);
+        for (i, r) in reqs.iter().enumerate() {
+            let want = deepest(overlaps(&ours, r).0);
+            let holders = want.iter().filter(|&&x| x > 0).count();
+            let (got, found) = overlaps(&tree, r);
+            assert_eq!(found, holders.min(TOKEN_TREE_REPORTED), "request {i}");
+            if holders <= TOKEN_TREE_REPORTED {
+                assert_eq!(got, want, "request {i}");
+            } else {
+                capped += 1;
+                for (w, &x) in got.iter().enumerate() {
+                    assert!(x == 0 || x == want[w], "request {i}, worker {w}");
+                }
+            }
+            several += usize::from(holders > 1);
+        }
+        assert!(several > 0, "the head shares prefixes");
+        eprintln!("{several} finds with several deepest workers, {capped} past the cap");
     }
 }

@@ -1,5 +1,6 @@
-//! The command line of `approx-kv-compare`: help, version and usage errors, and one tiny run
-//! (three requests, one round) that checks every subject's rows are printed and drawn.
+//! The command line of `approx-kv-compare`: help, version and usage errors, one tiny run
+//! (three requests, one round) that checks every subject's rows are printed and drawn, and a
+//! small one over 1,024 workers.
 
 use std::process::{Command, Output};
 
@@ -38,6 +39,8 @@ fn help_lists_the_options_with_their_defaults() {
         "[default: 5]",
         "--threads <N>",
         "[default: 2]",
+        "--workers <N>",
+        "[default: 16]",
         "--only <SUBJECT>",
         "--svg <DIR>",
         "--progress <WHEN>",
@@ -59,13 +62,15 @@ fn version_prints_the_version() {
 
 #[test]
 fn usage_errors_are_one_line_naming_the_problem() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--rounds", "x"], "'x' for '--rounds <N>'"),
         (&["--rounds", "0"], "'0' for '--rounds <N>'"),
         (&["--threads", "-1"], "'-1' for '--threads <N>'"),
+        (&["--workers", "0"], "'0' for '--workers <N>'"),
+        (&["--workers", "65537"], "'65537' for '--workers <N>'"),
         (
             &["--only", "lru"],
-            "'lru' for '--only <SUBJECT>'; possible values: ours, pool, actor, smg",
+            "'lru' for '--only <SUBJECT>'; possible values: ours, pool, actor, smg, token-tree",
         ),
         (&["--progres", "never"], "did you mean '--progress'?"),
         (&["extra"], "unexpected argument 'extra'"),
@@ -100,11 +105,19 @@ fn cells(line: &str) -> Vec<&str> {
     inner.split('|').map(str::trim).collect()
 }
 
+/// The rows of the table in `out` (header excluded), as cells.
+fn table(out: &str) -> Vec<Vec<&str>> {
+    out.lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| figure"))
+        .map(cells)
+        .collect()
+}
+
 /// A tiny run prints every subject's round and its column beside Dynamo's, with SMG's
-/// expiry cells n/a (it has no TTL), the same (block, worker) pairs as ours (both indexes are
-/// exact here, so the same finds make the same routing decisions), and draws SMG in both
-/// plots. Whether SMG's scores agree with ours block for block is the unit tests' job
-/// (`src/subjects.rs`).
+/// expiry cells n/a (neither of its indexes has a TTL), the same (block, worker) pairs for
+/// SMG's ChainIndex as for ours (both indexes are exact here, so the same finds make the same
+/// routing decisions), and draws both SMG indexes in both plots. Whether SMG's scores agree
+/// with ours block for block is the unit tests' job (`src/subjects.rs`).
 #[test]
 fn a_tiny_run_reports_every_subject_smg_included() {
     let dir = std::env::temp_dir().join(format!("approx-kv-compare-cli-{}", std::process::id()));
@@ -112,32 +125,31 @@ fn a_tiny_run_reports_every_subject_smg_included() {
     let o = run(&[TINY.as_slice(), &["--svg", dir_arg]].concat());
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{out}\n{err}");
-    for subject in ["ours", "pool", "actor", "smg"] {
+    assert!(out.contains("; 16 workers;"), "{out}");
+    for subject in ["ours", "pool", "actor", "smg", "token-tree"] {
         assert!(
             err.contains(&format!("round 1: {subject} Row {{")),
             "{subject}:\n{err}"
         );
     }
     let header = "| figure | ours | dynamo pool | ours / pool | target | met | dynamo actor \
-                  | ours / actor | smg | ours / smg |";
+                  | ours / actor | smg | ours / smg | smg token tree | ours / token tree |";
     assert!(out.contains(header), "{out}");
-    let rows: Vec<Vec<&str>> = out
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| figure"))
-        .map(cells)
-        .collect();
+    let rows = table(&out);
     assert_eq!(rows.len(), 25, "{out}");
     for row in &rows {
-        assert_eq!(row.len(), 10, "{row:?}");
-        let (smg, vs_smg) = (row[8], row[9]);
-        if row[0].starts_with("expiry") {
-            assert_eq!((smg, vs_smg), ("n/a", "n/a"), "{row:?}");
-        } else {
-            let v: f64 = smg.parse().unwrap_or_else(|_| panic!("{row:?}"));
-            assert!(v.is_finite() && v >= 0.0, "{row:?}");
-            assert!(vs_smg.parse::<f64>().is_ok(), "{row:?}");
+        assert_eq!(row.len(), 12, "{row:?}");
+        for (value, ratio) in [(row[8], row[9]), (row[10], row[11])] {
+            if row[0].starts_with("expiry") {
+                assert_eq!((value, ratio), ("n/a", "n/a"), "{row:?}");
+            } else {
+                let v: f64 = value.parse().unwrap_or_else(|_| panic!("{row:?}"));
+                assert!(v.is_finite() && v >= 0.0, "{row:?}");
+                assert!(ratio.parse::<f64>().is_ok(), "{row:?}");
+            }
         }
     }
+    assert!(out.contains("\nsmg token tree: SMG's TokenTree"), "{out}");
     let pairs = rows
         .iter()
         .find(|r| r[0] == "(block, worker) pairs stored")
@@ -149,6 +161,7 @@ fn a_tiny_run_reports_every_subject_smg_included() {
     for svg in ["bench-threads.svg", "bench-find-workers.svg"] {
         let drawn = std::fs::read_to_string(dir.join(svg)).unwrap();
         assert!(drawn.contains("smg chain index"), "{svg}");
+        assert!(drawn.contains("smg token tree"), "{svg}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -161,4 +174,71 @@ fn only_smg_measures_smg_alone() {
     assert!(out.contains("round 1: smg Row {"), "{out}");
     assert!(out.contains("lag_hidden_ms: NaN"), "{out}");
     assert!(!out.contains("| figure |"), "{out}");
+}
+
+#[test]
+fn only_token_tree_measures_the_token_tree_alone() {
+    let o = run(&[TINY.as_slice(), &["--only", "token-tree"]].concat());
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("round 1: token-tree Row {"), "{out}");
+    assert!(out.contains("lag_hidden_ms: NaN"), "{out}");
+    assert!(!out.contains("| figure |"), "{out}");
+}
+
+/// Fifty requests over 1,024 workers: the header names the fleet and every subject's
+/// figures print (SMG's ChainIndex takes 1,024 workers, so none is n/a but the expiry ones of
+/// the SMG indexes).
+#[test]
+fn a_run_over_1024_workers_prints_the_fleet() {
+    let o = run(&[
+        "--workers",
+        "1024",
+        "--limit",
+        "50",
+        "--rounds",
+        "1",
+        "--progress",
+        "never",
+    ]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("; 1024 workers;"), "{out}");
+    let rows = table(&out);
+    assert_eq!(rows.len(), 25, "{out}");
+    for row in &rows {
+        let na = row.iter().filter(|&&c| c == "n/a").count();
+        let want = if row[0].starts_with("expiry") { 4 } else { 0 };
+        assert_eq!(na, want, "{row:?}");
+    }
+    assert!(!out.contains("takes at most"), "{out}");
+}
+
+/// A fleet beyond SMG's ChainIndex (1,024 workers): its figures over the fleet print as n/a
+/// with a note saying why, its hashing and shared-prefix figures stand, and every other
+/// subject runs as usual.
+#[test]
+fn a_fleet_beyond_the_chain_index_leaves_its_cells_na() {
+    let o = run(&[TINY.as_slice(), &["--workers", "2000"]].concat());
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("; 2000 workers;"), "{out}");
+    assert!(
+        out.contains("a ChainIndex takes at most 1024 workers: its figures over 2000 workers"),
+        "{out}"
+    );
+    for row in table(&out) {
+        let stands = row[0].starts_with("hash")
+            || row[0].starts_with("find 256 blocks")
+            || row[0].starts_with("record 256 blocks");
+        let smg = (row[8], row[9]);
+        if stands {
+            assert!(smg.0.parse::<f64>().is_ok(), "{row:?}");
+        } else {
+            assert_eq!(smg, ("n/a", "n/a"), "{row:?}");
+        }
+        if !row[0].starts_with("expiry") {
+            assert!(row[10].parse::<f64>().is_ok(), "{row:?}");
+        }
+    }
 }
