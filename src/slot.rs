@@ -16,6 +16,28 @@ pub(crate) trait SlotOwners {
     /// [`alive`](Self::alive), with the entries stored for `slot` (clamped at zero), in one
     /// lookup of the slot.
     fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)>;
+    /// Calls `f(slot, key, entries)` for each slot of `slots` that is alive, with its
+    /// entries if `entries` (else 0): [`alive`](Self::alive) or
+    /// [`alive_with_entries`](Self::alive_with_entries) for each, which the registry does
+    /// faster for slots in ascending order (a holder array's).
+    #[inline]
+    fn each_alive<W: WorkerKey>(
+        &self,
+        slots: impl Iterator<Item = Slot>,
+        entries: bool,
+        mut f: impl FnMut(Slot, W, usize),
+    ) {
+        for slot in slots {
+            let worker = if entries {
+                self.alive_with_entries(slot)
+            } else {
+                self.alive(slot).map(|key| (key, 0))
+            };
+            if let Some((key, count)) = worker {
+                f(slot, key, count);
+            }
+        }
+    }
 }
 
 /// Whether a slot's worker was removed (its state DEAD), for writers that copy a holder

@@ -16,6 +16,7 @@
 
 mod append_vs_find;
 mod find_vs_cut;
+mod find_vs_recycle;
 mod find_vs_refresh;
 mod find_vs_unlink;
 mod handover;

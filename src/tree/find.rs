@@ -582,20 +582,10 @@ fn push_live_workers(
     entries: bool,
 ) {
     active.reserve(holders.len());
-    for h in holders {
-        if !h.live_at(now) {
-            continue;
-        }
-        let slot = h.slot();
-        let worker = if entries {
-            workers.alive_with_entries(slot)
-        } else {
-            workers.alive(slot).map(|key| (key, 0))
-        };
-        if let Some((key, entries)) = worker {
-            active.push((slot, Active { key, entries }));
-        }
-    }
+    let live = holders.iter().filter(|h| h.live_at(now)).map(Holder::slot);
+    workers.each_alive(live, entries, |slot, key, entries| {
+        active.push((slot, Active { key, entries }));
+    });
 }
 
 /// Reports every holder live at `now` whose worker is alive as holding `depth` blocks.
@@ -608,20 +598,10 @@ fn report_live_workers<W: WorkerKey>(
     depth: u32,
 ) {
     out.reserve(holders.len());
-    let entries = out.wants_entries();
-    for h in holders {
-        if !h.live_at(now) {
-            continue;
-        }
-        let worker = if entries {
-            workers.alive_with_entries::<W>(h.slot())
-        } else {
-            workers.alive::<W>(h.slot()).map(|key| (key, 0))
-        };
-        if let Some((key, entries)) = worker {
-            out.report(key, depth, entries);
-        }
-    }
+    let live = holders.iter().filter(|h| h.live_at(now)).map(Holder::slot);
+    workers.each_alive(live, out.wants_entries(), |_, key, entries| {
+        out.report(key, depth, entries);
+    });
 }
 
 /// Whether every worker of `active` holds a live entry in `holders` (both sorted by slot);

@@ -218,4 +218,33 @@ impl SlotOwners for Workers {
         let entries = self.slots.get(slot)?.entries.load(Ordering::Relaxed);
         Some((key, entries.max(0) as usize))
     }
+
+    /// Reads the keys through a cursor over the table's segments.
+    #[inline]
+    fn each_alive<W: WorkerKey>(
+        &self,
+        slots: impl Iterator<Item = Slot>,
+        entries: bool,
+        mut f: impl FnMut(Slot, W, usize),
+    ) {
+        let mut cursor = self.slots.key_cursor();
+        for slot in slots {
+            let Some(key) = cursor.key(slot) else {
+                continue;
+            };
+            if key.state.load(Ordering::Acquire) & STATE_MASK != ALIVE {
+                continue;
+            }
+            let id = key.worker.load(Ordering::Relaxed);
+            let worker = W::from_parts(id, key.rank.load(Ordering::Relaxed));
+            let count = if entries {
+                self.slots
+                    .get(slot)
+                    .map_or(0, |i| i.entries.load(Ordering::Relaxed).max(0) as usize)
+            } else {
+                0
+            };
+            f(slot, worker, count);
+        }
+    }
 }

@@ -103,6 +103,21 @@ impl<T: Default> Segments<T> {
         Some(unsafe { &*base.add(offset) })
     }
 
+    /// The published segment that holds `slot`: its first slot and its elements.
+    #[inline]
+    fn segment(&self, slot: Slot) -> Option<(Slot, &[T])> {
+        let (seg, offset) = locate(slot);
+        let base = self.segments[seg].load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        let len = (SEGMENT_BASE << seg) as usize;
+        // SAFETY: as in `get`: a published segment is a boxed slice of exactly `len`
+        // elements, freed only in `Drop`.
+        let elements = unsafe { std::slice::from_raw_parts(base, len) };
+        Some((slot - offset as Slot, elements))
+    }
+
     /// The slot's element, allocating its segment on first use.
     fn ensure(&self, slot: Slot) -> &T {
         if let Some(element) = self.get(slot) {
@@ -167,11 +182,45 @@ impl SlotTable {
         self.keys.get(slot)
     }
 
+    /// A reader of slots' state and key that keeps the segment it read last: slots read in
+    /// ascending order (a holder array's) then cost one bounds check each, not a segment
+    /// lookup.
+    #[inline]
+    pub(super) fn key_cursor(&self) -> KeyCursor<'_> {
+        KeyCursor {
+            table: self,
+            first: 0,
+            keys: &[],
+        }
+    }
+
     /// The slot's state and key, allocating both of its segments on first use (the
     /// info's first: whoever finds the key finds the info).
     pub(super) fn ensure(&self, slot: Slot) -> &SlotKey {
         self.infos.ensure(slot);
         self.keys.ensure(slot)
+    }
+}
+
+/// See [`SlotTable::key_cursor`].
+pub(super) struct KeyCursor<'t> {
+    table: &'t SlotTable,
+    /// The first slot of `keys`' segment.
+    first: Slot,
+    keys: &'t [SlotKey],
+}
+
+impl<'t> KeyCursor<'t> {
+    /// The slot's state and key, if its segment exists.
+    #[inline]
+    pub(super) fn key(&mut self, slot: Slot) -> Option<&'t SlotKey> {
+        let at = slot.wrapping_sub(self.first) as usize;
+        if let Some(key) = self.keys.get(at) {
+            return Some(key);
+        }
+        let (first, keys) = self.table.keys.segment(slot)?;
+        (self.first, self.keys) = (first, keys);
+        keys.get((slot - first) as usize)
     }
 }
 
@@ -192,5 +241,24 @@ mod tests {
             expected = (got.0, got.1 + 1);
         }
         assert!(locate(u32::MAX).0 < SEGMENTS);
+    }
+
+    #[test]
+    fn a_cursor_reads_the_key_of_every_slot_in_any_order() {
+        let table = SlotTable::new();
+        for slot in [0, 63, 64, 191, 192, 5_000] {
+            table
+                .ensure(slot)
+                .worker
+                .store(u64::from(slot) + 1, Ordering::Relaxed);
+        }
+        let mut cursor = table.key_cursor();
+        for slot in [0, 63, 64, 191, 192, 5_000, 64, 0, 5_000] {
+            let key = cursor.key(slot).expect("segment allocated");
+            assert_eq!(key.worker.load(Ordering::Relaxed), u64::from(slot) + 1);
+        }
+        assert!(cursor.key(1 << 20).is_none());
+        // A slot whose segment exists but was never registered reads as a default key.
+        assert_eq!(cursor.key(100).unwrap().worker.load(Ordering::Relaxed), 0);
     }
 }
