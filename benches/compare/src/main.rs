@@ -152,11 +152,11 @@ fn measure<S: Subject>(
     row.pairs = count_pairs(seqs, &decisions[0]) as f64;
     row.bytes_per_pair = bytes as f64 / row.pairs.max(1.0);
     row.find_rate = rate(scenarios::find_tokens(h, &s, reqs, &mut lat));
-    (row.find_p50, row.find_p99) = scenarios::percentiles(&mut lat);
+    (row.find_p50, row.find_p99, _) = scenarios::percentiles(&mut lat);
     let hashes: Vec<S::Hashes> = reqs.iter().map(|r| s.hash(r)).collect();
     lat.clear();
     scenarios::find_hashes(h, &s, &hashes, workers, &mut lat);
-    (row.findx_p50, row.findx_p99) = scenarios::percentiles(&mut lat);
+    (row.findx_p50, row.findx_p99, row.findx_p999) = scenarios::percentiles(&mut lat);
     drop(hashes);
     drop(s);
 

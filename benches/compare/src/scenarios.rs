@@ -248,14 +248,14 @@ pub fn expiry_lag<S: Subject>(
     })
 }
 
-/// `(p50, p99)` of `v` (sorted in place), in microseconds.
-pub fn percentiles(v: &mut [u64]) -> (f64, f64) {
+/// `(p50, p99, p99.9)` of `v` (sorted in place), in microseconds.
+pub fn percentiles(v: &mut [u64]) -> (f64, f64, f64) {
     if v.is_empty() {
-        return (0.0, 0.0);
+        return (0.0, 0.0, 0.0);
     }
     v.sort_unstable();
-    let at = |q: usize| v[(v.len() * q / 100).min(v.len() - 1)] as f64 / 1e3;
-    (at(50), at(99))
+    let at = |per_mille: usize| v[(v.len() * per_mille / 1000).min(v.len() - 1)] as f64 / 1e3;
+    (at(500), at(990), at(999))
 }
 
 /// Workers sharing one 256-block prompt in [`shared_prefix_find`].
