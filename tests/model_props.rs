@@ -423,6 +423,39 @@ proptest! {
     }
 }
 
+/// A fleet's operations: worker ids over 0..300, so slots cross the key table's segments
+/// (64 and 192 slots) and holder arrays grow to tens of holders; removals (dead slots,
+/// recycled ones) among them; finds from tokens and from hashes (every form: maps and
+/// callbacks).
+fn fleet_op(ttl: u64) -> impl Strategy<Value = Op> {
+    let fleet = || 0u64..300;
+    prop_oneof![
+        10 => (fleet(), tokens()).prop_map(|(worker, tokens)| Op::Record { worker, tokens, salt: 0 }),
+        2 => (fleet(), local()).prop_map(|(worker, local)| {
+            let seq = compute_seq_hashes(&local);
+            Op::RecordHashes { worker, local, seq }
+        }),
+        3 => tokens().prop_map(|tokens| Op::Find { tokens, salt: 0 }),
+        2 => local().prop_map(|local| Op::FindHashes { local }),
+        2 => fleet().prop_map(Op::RemoveWorker),
+        2 => (0u64..=1500).prop_map(move |permille| Op::Advance(ttl * permille / 1000)),
+        1 => Just(Op::Sweep),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(32))]
+
+    /// Decisions of a fleet of 300 workers on shared prompts, with removals: every find
+    /// (by tokens, by local or sequence hashes, into maps or callbacks) equals the model's.
+    #[test]
+    fn fleets_match_the_model(
+        (ttl, ops) in (1u64..60).prop_flat_map(|ttl| (Just(ttl), prop::collection::vec(fleet_op(ttl), 1..400)))
+    ) {
+        run(1, ttl, 1, false, &ops);
+    }
+}
+
 /// Regression (found by `index_matches_model_with_kv_events`, fixed in 39c02a3): a
 /// removed worker whose slot had exact entries was queued for a purge by slot number; the
 /// slot, having no entries left, was recycled at once, and the purge then deleted the
