@@ -85,6 +85,15 @@ enum FuzzOp {
         from: u8,
         to: u8,
     },
+    /// A fleet: workers `FLEET + first ..` (`count % 100` of them) record one prompt,
+    /// then `FLEET + removed` is removed: slots past the key table's first segment,
+    /// holder arrays of up to a hundred, a removed worker among them.
+    Fleet {
+        first: u8,
+        count: u8,
+        tokens: Vec<u8>,
+        removed: u8,
+    },
     Cleared(u8),
     Find {
         tokens: Vec<u8>,
@@ -103,6 +112,9 @@ enum FuzzOp {
     RestoreSaved,
     ReplayDump,
 }
+
+/// The first id of the workers of a [`FuzzOp::Fleet`].
+const FLEET: WorkerId = 1_000;
 
 /// A few workers, and the extreme id.
 fn worker(w: u8) -> WorkerId {
@@ -269,6 +281,21 @@ fuzz_target!(|input: Input| {
                 worker: worker(*w),
                 seq: blocks(t, block_size, *from, *to).1,
             },
+            FuzzOp::Fleet {
+                first,
+                count,
+                tokens: t,
+                removed,
+            } => {
+                for w in 0..WorkerId::from(*count % 100) {
+                    h.apply(&Op::Record {
+                        worker: FLEET + WorkerId::from(*first) + w,
+                        tokens: tokens(t),
+                        salt: 0,
+                    });
+                }
+                Op::RemoveWorker(FLEET + WorkerId::from(*removed))
+            }
             FuzzOp::Cleared(w) => Op::Cleared(worker(*w)),
             FuzzOp::Find { tokens: t, salt } => Op::Find {
                 tokens: tokens(t),
