@@ -19,7 +19,7 @@ use crossbeam_epoch::Guard;
 use crate::capacity::{Decision, DecisionLog};
 use crate::expiry::{Expiry, Timer};
 use crate::slot::Slot;
-use crate::tree::{Span, Tree};
+use crate::tree::{Span, Tree, Walk};
 use crate::workers::Workers;
 
 /// A recorder's own decision, just logged: its expiry and its blocks (see
@@ -157,16 +157,17 @@ impl Evictor<'_> {
             return 0; // a removed registration's slot, serving another worker now
         }
         let alive = self.workers.is_alive(slot);
-        let walked = self.tree.walk(
+        let walk = Walk {
             leaf,
             slot,
-            decision.expiry,
-            alive,
+            threshold: decision.expiry,
+            slot_alive: alive,
             budget,
-            decision.span,
-            || self.workers.adjust_entries(slot, -1),
-            self.guard,
-        );
+            span: decision.span,
+        };
+        let walked = self
+            .tree
+            .walk(walk, || self.workers.adjust_entries(slot, -1), self.guard);
         if let (Some(rest), Span::Path) = (walked.resume, decision.span) {
             self.log(
                 Decision {

@@ -27,7 +27,7 @@ use crate::scores::ScoreSink;
 use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
 use crate::tree::{Query, ReadAt, Span, Tree};
-use crate::workers::{Workers, Write};
+use crate::workers::{Keeping, Workers, Write};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 use evict::{Evictor, Fresh};
@@ -77,7 +77,11 @@ impl Engine {
             per_worker: b.max_blocks_per_worker,
             total: b.max_entries,
         };
-        let workers = Workers::new(caps.total.is_some(), never, caps.per_worker.is_some());
+        let workers = Workers::new(Keeping {
+            total: caps.total.is_some(),
+            purge_all_dead: never,
+            slot_logs: caps.per_worker.is_some(),
+        });
         Self {
             block_size: b.block_size,
             ttl_nanos,

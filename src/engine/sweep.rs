@@ -13,7 +13,7 @@ use crossbeam_epoch as epoch;
 use super::purge::PURGE_SHARDS_PER_TICK;
 use super::Engine;
 use crate::expiry::Timer;
-use crate::tree::Span;
+use crate::tree::{Span, Walk};
 
 /// Due timers taken from the wheel at a time.
 const BATCH: usize = 64;
@@ -118,16 +118,15 @@ impl Engine {
             // reading is a little older: the deadline has passed all the same.
             let threshold = now.max(deadline);
             let uncount = || self.workers.adjust_entries(slot, -1);
-            let walked = self.tree.walk(
+            let walk = Walk {
                 leaf,
                 slot,
                 threshold,
-                alive,
-                usize::MAX,
-                Span::Path,
-                uncount,
-                &guard,
-            );
+                slot_alive: alive,
+                budget: usize::MAX,
+                span: Span::Path,
+            };
+            let walked = self.tree.walk(walk, uncount, &guard);
             freed += walked.removed;
         }
         // A batch retires hundreds of holder arrays; a pin collects only a few bags of

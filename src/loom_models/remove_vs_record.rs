@@ -38,7 +38,7 @@ const NOW: u64 = 20;
 #[test]
 fn remove_races_record() {
     super::model(|| {
-        let workers = Workers::new(false, false, false);
+        let workers = Workers::new(Default::default());
         let shard = Arc::new(Shard::new(None));
         workers.resolve(7u64).unwrap(); // registered before the race
         let recorder = {

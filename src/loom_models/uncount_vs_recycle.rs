@@ -28,7 +28,7 @@ const NOW: u64 = 20;
 #[test]
 fn uncount_before_removal_races_recycling() {
     super::model(|| {
-        let workers = Workers::new(false, false, false);
+        let workers = Workers::new(Default::default());
         let slot = workers.resolve(7u64).unwrap();
         let shard = Arc::new(shard_with(slot, EXPIRY));
         workers.adjust_entries(slot, 1);

@@ -6,6 +6,7 @@ use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
 use super::node::Kind;
+use super::record::BlockAt;
 use super::{node, run, Tree};
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::hash::SeqChain;
@@ -146,9 +147,13 @@ impl Tree {
         if self.nested.load(Relaxed) && !self.keeps_nesting(slot, row, claim, guard) {
             self.not_nested();
         }
-        self.upsert_block(
-            slot, row.seq, row.parent, row.local, row.depth, claim, guard,
-        )
+        let block = BlockAt {
+            seq: row.seq,
+            parent: row.parent,
+            local: row.local,
+            depth: row.depth,
+        };
+        self.upsert_block((slot, claim), block, guard)
     }
 
     /// Whether `slot`'s holder sets stay nested once `claim` is restored on `row`'s block,

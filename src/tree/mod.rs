@@ -38,7 +38,7 @@ pub(crate) use holder::{Holder, Holders};
 pub(crate) use map::SHARDS;
 use map::{Entry, NodeMap};
 use node::{Kind, Node, Outcome, Settle};
-pub(crate) use walk::Span;
+pub(crate) use walk::{Span, Walk};
 
 /// The node map and the operations of find, record, sweep and dump on it.
 pub(crate) struct Tree {
@@ -324,7 +324,15 @@ mod tests {
         // Slots 2 and 3 walked out: every node is back to one inline holder.
         for slot in [2, 3] {
             let leaf = seq[if slot == 2 { 3 } else { 1 }];
-            let walked = tree.walk(leaf, slot, 60, true, usize::MAX, Span::Path, || {}, &guard);
+            let walk = Walk {
+                leaf,
+                slot,
+                threshold: 60,
+                slot_alive: true,
+                budget: usize::MAX,
+                span: Span::Path,
+            };
+            let walked = tree.walk(walk, || {}, &guard);
             assert_eq!(walked.removed, if slot == 2 { 4 } else { 2 });
         }
         assert_eq!(tree.array_bytes.sum(), 0);

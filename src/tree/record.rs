@@ -67,7 +67,13 @@ impl Tree {
                     break;
                 }
             }
-            match self.upsert_locked(slot, seq[i], parent, local[i], depth, claim, guard) {
+            let block = BlockAt {
+                seq: seq[i],
+                parent,
+                local: local[i],
+                depth,
+            };
+            match self.upsert_locked((slot, claim), block, guard) {
                 Ok(placed) => {
                     added += usize::from(placed != Placed::Raised);
                     may_be_missing = placed == Placed::NewNode;
@@ -190,16 +196,13 @@ impl Tree {
                 });
             past_the_known_prefix |= !done;
             if !done {
-                let parent_hash = parent.unwrap_or_default();
-                added += usize::from(self.upsert_block(
-                    slot,
+                let block = BlockAt {
                     seq,
-                    parent_hash,
+                    parent: parent.unwrap_or_default(),
                     local,
                     depth,
-                    claim,
-                    guard,
-                ));
+                };
+                added += usize::from(self.upsert_block((slot, claim), block, guard));
             }
             parent = Some(seq);
             depth = depth.saturating_add(1);
@@ -207,21 +210,21 @@ impl Tree {
         added
     }
 
-    /// Adds (or raises) `slot`'s entry on `seq` under the shard write lock, creating the
-    /// node with the given parent, local hash and depth if it is missing. Returns whether
-    /// an entry was added, or the run (head, pointer) that is there instead: the caller
-    /// splits it up and tries again.
-    #[allow(clippy::too_many_arguments)]
+    /// Adds (or raises) `slot`'s entry on `block` under the shard write lock, creating
+    /// its node if it is missing. Returns whether an entry was added, or the run (head,
+    /// pointer) that is there instead: the caller splits it up and tries again.
     fn upsert_locked(
         &self,
-        slot: Slot,
-        seq: SequenceHash,
-        parent: SequenceHash,
-        local: LocalBlockHash,
-        depth: u32,
-        claim: Claim,
+        (slot, claim): (Slot, Claim),
+        block: BlockAt,
         guard: &Guard,
     ) -> Result<Placed, (SequenceHash, usize)> {
+        let BlockAt {
+            seq,
+            parent,
+            local,
+            depth,
+        } = block;
         match self.nodes.entry(seq.0) {
             Entry::Occupied(mut o) => {
                 if let Some(run) = o.get().kind().run(seq.0) {
@@ -243,21 +246,11 @@ impl Tree {
 
     /// [`upsert_locked`](Self::upsert_locked), splitting up any run in the way (a stale
     /// tail marker, whose run is gone, is replaced).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn upsert_block(
-        &self,
-        slot: Slot,
-        seq: SequenceHash,
-        parent: SequenceHash,
-        local: LocalBlockHash,
-        depth: u32,
-        claim: Claim,
-        guard: &Guard,
-    ) -> bool {
+    pub(super) fn upsert_block(&self, entry: (Slot, Claim), block: BlockAt, guard: &Guard) -> bool {
         loop {
-            match self.upsert_locked(slot, seq, parent, local, depth, claim, guard) {
+            match self.upsert_locked(entry, block, guard) {
                 Ok(placed) => return placed != Placed::Raised,
-                Err(run) => self.clear_run_at(seq.0, run, guard),
+                Err(run) => self.clear_run_at(block.seq.0, run, guard),
             }
         }
     }
@@ -279,6 +272,16 @@ impl Tree {
             }
         }
     }
+}
+
+/// Where a block goes in the tree: its key, its parent's key, its tokens hash and its
+/// position in its prompt (a node made for it takes these).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BlockAt {
+    pub(super) seq: SequenceHash,
+    pub(super) parent: SequenceHash,
+    pub(super) local: LocalBlockHash,
+    pub(super) depth: u32,
 }
 
 /// What [`Tree::upsert_locked`] did.

@@ -30,6 +30,7 @@ use super::claim::Claim;
 use super::map::Entry;
 use super::node::{Kind, Node, Outcome, Settle};
 use super::run::{bytes_of, run_at, Run, RunSpan, MIN_RUN};
+use super::walk::{Span, Walk};
 use super::Tree;
 use crate::slot::Slot;
 use crate::{LocalBlockHash, SequenceHash};
@@ -367,21 +368,19 @@ impl Tree {
         }
     }
 
-    /// A walk at a run's tail marker: ends `slot`'s claim on the whole run if
-    /// `walk_decision` says so and `budget` allows, else splits the run up (budget too
-    /// small, or `whole` false: the walk covers one block) so the walk goes on block by
-    /// block. `forget` is called once per entry removed, with the head's write lock held.
-    #[allow(clippy::too_many_arguments)]
+    /// A walk at a run's tail marker: ends the walk's slot's claim on the whole run if
+    /// the walk decides so and its budget allows, else splits the run up (budget too
+    /// small, or the walk covers one block) so the walk goes on block by block. `forget`
+    /// is called once per entry removed, with the head's write lock held.
     pub(super) fn walk_run(
         &self,
         (head, run, tail): (SequenceHash, usize, u64),
-        slot: Slot,
-        decide: impl FnOnce(Claim) -> Settle,
-        budget: usize,
-        whole: bool,
+        walk: Walk,
         mut forget: impl FnMut(),
         guard: &Guard,
     ) -> RunWalk {
+        let (slot, budget, whole) = (walk.slot, walk.budget, walk.span == Span::Path);
+        let decide = |c| walk.decide(c);
         let Entry::Occupied(entry) = self.nodes.entry(head.0) else {
             return RunWalk::Stop;
         };

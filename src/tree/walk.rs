@@ -30,18 +30,15 @@ impl Tree {
     /// over a cap would otherwise evict blocks it need not). A dead slot's count may then
     /// reach zero a moment before its last entry goes; its recycling waits for this
     /// thread's pin (`docs/design.md`, "Epoch protocol").
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn walk(
-        &self,
-        leaf: SequenceHash,
-        slot: Slot,
-        threshold: u64,
-        slot_alive: bool,
-        budget: usize,
-        span: Span,
-        mut forget: impl FnMut(),
-        guard: &Guard,
-    ) -> Walked {
+    pub(crate) fn walk(&self, walk: Walk, mut forget: impl FnMut(), guard: &Guard) -> Walked {
+        let Walk {
+            leaf,
+            slot,
+            threshold,
+            slot_alive,
+            budget,
+            span,
+        } = walk;
         let mut removed = 0;
         let mut key = leaf.0;
         loop {
@@ -60,18 +57,11 @@ impl Tree {
                 // of a block or run below it).
                 Kind::Tail { head, run } => {
                     drop(entry);
-                    let decide = |c| walk_decision(c, threshold, slot_alive);
-                    let whole = span == Span::Path;
-                    let at = (head, run, key);
-                    match self.walk_run(
-                        at,
-                        slot,
-                        decide,
-                        budget - removed,
-                        whole,
-                        &mut forget,
-                        guard,
-                    ) {
+                    let rest = Walk {
+                        budget: budget - removed,
+                        ..walk
+                    };
+                    match self.walk_run((head, run, key), rest, &mut forget, guard) {
                         RunWalk::Removed {
                             removed: n,
                             parent,
@@ -191,6 +181,32 @@ impl Tree {
             }
         }
         true
+    }
+}
+
+/// One walk: `slot`'s entries from `leaf` towards the root (see [`Tree::walk`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Walk {
+    /// Where it starts: a decision's last block (or a run's tail marker).
+    pub(crate) leaf: SequenceHash,
+    /// Whose entries it ends.
+    pub(crate) slot: Slot,
+    /// Approximate claims at or before this time end (later ones belong to later
+    /// decisions, whose own walks come).
+    pub(crate) threshold: u64,
+    /// Whether the slot's worker is alive: a dead slot's entries go whole, exact ones too.
+    pub(crate) slot_alive: bool,
+    /// The most entries it removes; it returns where to resume when it stops for that.
+    pub(crate) budget: usize,
+    /// The whole path, or the leaf only.
+    pub(crate) span: Span,
+}
+
+impl Walk {
+    /// What the walk does with an entry whose claim is `c`.
+    #[inline]
+    pub(super) fn decide(&self, c: Claim) -> Settle {
+        walk_decision(c, self.threshold, self.slot_alive)
     }
 }
 

@@ -61,11 +61,26 @@ pub(crate) struct Workers {
     slot_logs: bool,
 }
 
+/// What a registry keeps beyond slots and their keys (all off: [`Default`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Keeping {
+    /// A running total of entries (for a global cap).
+    pub(crate) total: bool,
+    /// Every removed worker queued for a purge, even with no entries counted (when no
+    /// timer will ever walk its entries: capacity-only mode).
+    pub(crate) purge_all_dead: bool,
+    /// A decision log per slot (for a per-worker cap).
+    pub(crate) slot_logs: bool,
+}
+
 impl Workers {
-    /// A registry; `track_total` keeps a running total of entries (for a global cap);
-    /// `purge_all_dead` queues every removed worker for a purge (when timers are off);
-    /// `slot_logs` keeps a decision log per slot (for a per-worker cap).
-    pub(crate) fn new(track_total: bool, purge_all_dead: bool, slot_logs: bool) -> Arc<Self> {
+    /// A registry keeping what `keeping` says.
+    pub(crate) fn new(keeping: Keeping) -> Arc<Self> {
+        let Keeping {
+            total: track_total,
+            purge_all_dead,
+            slot_logs,
+        } = keeping;
         Arc::new(Self {
             ids: DashMap::with_hasher(IdBuildHasher::default()),
             slots: SlotTable::new(),

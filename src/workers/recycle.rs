@@ -78,7 +78,7 @@ mod tests {
 
     #[test]
     fn removed_slot_is_recycled_only_after_its_entries_are_gone() {
-        let w = Workers::new(false, false, false);
+        let w = Workers::new(Default::default());
         let a = w.resolve(10u64).unwrap();
         w.adjust_entries(a, 2);
         assert!(w.remove(10));
