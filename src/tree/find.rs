@@ -229,21 +229,40 @@ impl Tree {
     ) {
         out.begin();
         with_scratch(|scratch| {
+            let reading = Reading {
+                now,
+                workers,
+                guard,
+            };
             if self.nested.load(std::sync::atomic::Ordering::Relaxed) {
-                self.find_nested(query, now, workers, guard, scratch, out);
+                self.find_nested(query, reading, scratch, out);
             } else {
-                self.find_walk(query, now, workers, guard, scratch, out);
+                self.find_walk(query, reading, scratch, out);
             }
         });
     }
 
     /// The galloping find, for nested holder sets.
+    ///
+    /// Holder sets shrink with depth (`nested`): a worker holding the last block holds
+    /// them all, and one holding block k holds blocks 0..=k. So one probe of the last
+    /// block settles every worker that holds the whole query (a system prompt shared by a
+    /// fleet, the worker a conversation went to). Each other drop-out point is found by
+    /// galloping forward from the deepest block all remaining workers hold (`lo`: 1, 2, 4,
+    /// ... blocks on, through the shallow blocks many queries share, which stay in cache),
+    /// then bisecting up to the shallowest block some of them miss (`hi`, whose holders
+    /// are kept, so the drop-outs there need no second probe): [`Tree::search_turn`].
+    ///
+    /// Blocks inside a run have no key, so a probe that finds nothing there may be wrong;
+    /// one that finds a block, a head or a tail is right. The search therefore trusts a
+    /// miss only next to a block it found held (the block after a found block or a run's
+    /// end is never inside a run), and when it reaches a run's head with only the run's
+    /// holders left, it compares the query with the run in one loop and jumps to where
+    /// they part.
     fn find_nested<W: WorkerKey>(
         &self,
         query: Query<'_>,
-        now: u64,
-        workers: &impl SlotOwners,
-        guard: &Guard,
+        reading: Reading<'_, impl SlotOwners>,
         scratch: &mut Scratch,
         out: &mut impl ScoreSink<W>,
     ) {
@@ -251,61 +270,12 @@ impl Tree {
         if n == 0 {
             return;
         }
+        let Reading { now, guard, .. } = reading;
         let Scratch { active, seq } = scratch;
         let mut keys = Keys::new(query, seq);
-        // The last block's bucket, probed next, loads while the first probe waits for its
-        // own (the query's keys were prefetched first thing: `Query::preload`).
-        if keys.at_hand() {
-            self.nodes.prefetch(keys.key(n - 1), guard);
-        }
-        let Probed {
-            holders: first,
-            starts: run,
-            ..
-        } = self.probe(keys.key(0), guard);
-        // Where the first block's live holders all end, if that is known now: the query
-        // ends or leaves the run that the first block begins (one compare), or is one
-        // block long. They are then reported straight from the holders, with no active
-        // set (a prompt a whole fleet shares is one run: this is its whole find).
-        let mut lo = 0;
-        let settled_at = match run {
-            Some(run) => {
-                self.prefetch_past(run, 0, &mut keys, guard);
-                match jump(run, 0, n, &mut keys) {
-                    Jump::Whole => Some(n),
-                    Jump::Parted(left) => Some(left),
-                    Jump::Past(end) => {
-                        lo = end;
-                        None
-                    }
-                }
-            }
-            None => (n == 1).then_some(1),
+        let Some(mut lo) = self.start_from_first_block(&mut keys, active, reading, out) else {
+            return;
         };
-        if let Some(depth) = settled_at {
-            report_live_workers(&first, now, workers, out, depth as u32);
-            return;
-        }
-        push_live_workers(active, &first, now, workers, out.wants_entries());
-        if active.is_empty() {
-            return;
-        }
-        out.reserve(active.len());
-        // Holder sets shrink with depth (`nested`): a worker holding the last block holds
-        // them all, and one holding block k holds blocks 0..=k. So one probe of the last
-        // block settles every worker that holds the whole query (a system prompt shared by
-        // a fleet, the worker a conversation went to). Each other drop-out point is found
-        // by galloping forward from the deepest block all remaining workers hold (`lo`:
-        // 1, 2, 4, ... blocks on, through the shallow blocks many queries share, which
-        // stay in cache), then bisecting up to the shallowest block some of them miss
-        // (`hi`, whose holders are kept, so the drop-outs there need no second probe).
-        //
-        // Blocks inside a run have no key, so a probe that finds nothing there may be
-        // wrong; one that finds a block, a head or a tail is right. The search therefore
-        // trusts a miss only next to a block it found held (the block after a found block
-        // or a run's end is never inside a run), and when it reaches a run's head with
-        // only the run's holders left, it compares the query with the run in one loop and
-        // jumps to where they part.
         let Probed {
             holders: last,
             ends,
@@ -323,60 +293,15 @@ impl Tree {
             let at = n.checked_sub(span.len)?;
             (keys.key(at) == head).then_some(at)
         });
-        'search: while !active.is_empty() {
-            // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
-            // block `hi`'s holders (`None`: the last block's).
-            let (mut hi, mut at_hi) = match last_run {
-                Some(at) if lo < at => (at, None),
-                _ => (n - 1, None),
-            };
-            // The run block `hi` begins, if it is a run's head.
-            let mut run_hi = None;
-            let mut step = 1;
-            let mut galloping = true;
-            loop {
-                let p = if galloping && lo + step < hi {
-                    lo + step
-                } else if hi - lo > 1 {
-                    galloping = false;
-                    lo + (hi - lo) / 2
-                } else {
-                    break;
-                };
-                let Probed {
-                    holders,
-                    starts: run,
-                    ..
-                } = self.probe(keys.key(p), guard);
-                if let Some(run) = run {
-                    self.prefetch_past(run, p, &mut keys, guard);
-                }
-                if !all_kept(active, &holders, now) {
-                    (hi, at_hi, run_hi) = (p, Some(holders), run);
-                    continue;
-                }
-                let Some(run) = run else {
-                    lo = p;
-                    step *= 2;
-                    continue;
-                };
-                match jump(run, p, n, &mut keys) {
-                    Jump::Whole => {
+        while !active.is_empty() {
+            let (hi, at_hi, run_hi) =
+                match self.search_turn(lo, last_run, &mut keys, active, reading) {
+                    Turn::Whole => {
                         settle(active, out, n);
-                        break 'search;
+                        return;
                     }
-                    Jump::Parted(at) => {
-                        (lo, hi, at_hi, run_hi) = (at - 1, at, Some(Holders::NONE), None);
-                    }
-                    Jump::Past(end) => {
-                        lo = end;
-                        if lo >= hi {
-                            (hi, at_hi, run_hi) = (n - 1, None, None);
-                        }
-                        (step, galloping) = (1, true);
-                    }
-                }
-            }
+                    Turn::DropOut { hi, holders, run } => (hi, holders, run),
+                };
             let depth = hi as u32;
             let at_hi: &[Holder] = at_hi.as_deref().unwrap_or(&last);
             let searched = active.len();
@@ -387,11 +312,6 @@ impl Tree {
                 // the holder sets are not nested. Those left hold block `hi` as last
                 // read: on from there block by block, which ends (design.md, "Why every
                 // find ends").
-                let reading = Reading {
-                    now,
-                    workers,
-                    guard,
-                };
                 self.walk_from(hi, &mut keys, active, reading, out);
                 return;
             }
@@ -403,6 +323,134 @@ impl Tree {
                     lo = end;
                 }
             }
+        }
+    }
+
+    /// A galloping find's first step: probes block 0 (and starts loading the last
+    /// block's bucket, probed next, so that its miss overlaps this one's; the query's keys
+    /// were prefetched first thing: `Query::preload`). Where the first block's live
+    /// holders all end, if that is known now (the query ends in or leaves the run that the
+    /// first block begins: one compare; or it is one block long), they are reported
+    /// straight from the holders, with no active set, and the find is over (`None`: a
+    /// prompt a whole fleet shares is one run, and this is its whole find). Otherwise
+    /// they become the active set, and the block they all hold up to is returned.
+    #[inline]
+    fn start_from_first_block<W: WorkerKey>(
+        &self,
+        keys: &mut Keys<'_, '_>,
+        active: &mut Vec<(Slot, Active)>,
+        reading: Reading<'_, impl SlotOwners>,
+        out: &mut impl ScoreSink<W>,
+    ) -> Option<usize> {
+        let Reading {
+            now,
+            workers,
+            guard,
+        } = reading;
+        let n = keys.query.len();
+        if keys.at_hand() {
+            self.nodes.prefetch(keys.key(n - 1), guard);
+        }
+        let Probed {
+            holders: first,
+            starts: run,
+            ..
+        } = self.probe(keys.key(0), guard);
+        let mut lo = 0;
+        let settled_at = match run {
+            Some(run) => {
+                self.prefetch_past(run, 0, keys, guard);
+                match jump(run, 0, n, keys) {
+                    Jump::Whole => Some(n),
+                    Jump::Parted(left) => Some(left),
+                    Jump::Past(end) => {
+                        lo = end;
+                        None
+                    }
+                }
+            }
+            None => (n == 1).then_some(1),
+        };
+        if let Some(depth) = settled_at {
+            report_live_workers(&first, now, workers, out, depth as u32);
+            return None;
+        }
+        push_live_workers(active, &first, now, workers, out.wants_entries());
+        if active.is_empty() {
+            return None;
+        }
+        out.reserve(active.len());
+        Some(lo)
+    }
+
+    /// One turn of the galloping search: every active worker holds block `lo` and misses
+    /// the last block (or, from where the query reaches the run that the last block ends,
+    /// `last_run`, every block). Gallops from `lo` and bisects to the shallowest block
+    /// some of them miss, going through runs whose holders they all are.
+    fn search_turn<'g>(
+        &self,
+        mut lo: usize,
+        last_run: Option<usize>,
+        keys: &mut Keys<'_, '_>,
+        active: &[(Slot, Active)],
+        reading: Reading<'g, impl SlotOwners>,
+    ) -> Turn<'g> {
+        let Reading { now, guard, .. } = reading;
+        let n = keys.query.len();
+        // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
+        // block `hi`'s holders (`None`: the last block's).
+        let (mut hi, mut at_hi) = match last_run {
+            Some(at) if lo < at => (at, None),
+            _ => (n - 1, None),
+        };
+        // The run block `hi` begins, if it is a run's head.
+        let mut run_hi = None;
+        let mut step = 1;
+        let mut galloping = true;
+        loop {
+            let p = if galloping && lo + step < hi {
+                lo + step
+            } else if hi - lo > 1 {
+                galloping = false;
+                lo + (hi - lo) / 2
+            } else {
+                break;
+            };
+            let Probed {
+                holders,
+                starts: run,
+                ..
+            } = self.probe(keys.key(p), guard);
+            if let Some(run) = run {
+                self.prefetch_past(run, p, keys, guard);
+            }
+            if !all_kept(active, &holders, now) {
+                (hi, at_hi, run_hi) = (p, Some(holders), run);
+                continue;
+            }
+            let Some(run) = run else {
+                lo = p;
+                step *= 2;
+                continue;
+            };
+            match jump(run, p, n, keys) {
+                Jump::Whole => return Turn::Whole,
+                Jump::Parted(at) => {
+                    (lo, hi, at_hi, run_hi) = (at - 1, at, Some(Holders::NONE), None);
+                }
+                Jump::Past(end) => {
+                    lo = end;
+                    if lo >= hi {
+                        (hi, at_hi, run_hi) = (n - 1, None, None);
+                    }
+                    (step, galloping) = (1, true);
+                }
+            }
+        }
+        Turn::DropOut {
+            hi,
+            holders: at_hi,
+            run: run_hi,
         }
     }
 
@@ -422,19 +470,12 @@ impl Tree {
     fn find_walk<W: WorkerKey>(
         &self,
         query: Query<'_>,
-        now: u64,
-        workers: &impl SlotOwners,
-        guard: &Guard,
+        reading: Reading<'_, impl SlotOwners>,
         scratch: &mut Scratch,
         out: &mut impl ScoreSink<W>,
     ) {
         let Scratch { active, seq } = scratch;
         let mut keys = Keys::new(query, seq);
-        let reading = Reading {
-            now,
-            workers,
-            guard,
-        };
         self.walk_from(0, &mut keys, active, reading, out);
     }
 
@@ -495,6 +536,28 @@ struct Reading<'r, O> {
     now: u64,
     workers: &'r O,
     guard: &'r Guard,
+}
+
+// Not derived: a derive would ask `O: Copy` of the registry.
+impl<O> Clone for Reading<'_, O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<O> Copy for Reading<'_, O> {}
+
+/// Where a turn of the galloping search ended ([`Tree::search_turn`]).
+enum Turn<'g> {
+    /// A run the remaining workers all hold reaches the query's last block.
+    Whole,
+    /// Block `hi` is the shallowest that some remaining worker misses: its holders
+    /// (`None`: the last block's, already read) and the run it begins, if it is a head.
+    DropOut {
+        hi: usize,
+        holders: Option<Holders<'g>>,
+        run: Option<RunAt<'g>>,
+    },
 }
 
 /// Where a query that reaches a run's head at block `at` goes on: see [`jump`].
