@@ -75,8 +75,10 @@ impl Tree {
         }
     }
 
-    /// The cut itself (see the module docs); false, with nothing changed, if a key the
-    /// pieces need is taken.
+    /// The cut itself (see the module docs), in its four steps; false, with nothing
+    /// changed, if a key the pieces need is taken. Each step lets go of its entry (the
+    /// shard's write lock) before a later one takes back what earlier steps placed: those
+    /// keys may lie in the same shard.
     fn cut_frozen(
         &self,
         head: SequenceHash,
@@ -86,96 +88,37 @@ impl Tree {
         f: &Frozen,
         guard: &Guard,
     ) -> bool {
-        let (seqs, len) = (r.seqs(), r.len());
-        let depth = |i: usize| f.depth.saturating_add(i as u32);
-        // Block `i` of the run as a node held as the run is.
-        let block = |i: usize| {
-            let parent = if i == 0 {
-                f.parent
-            } else {
-                SequenceHash(seqs[i - 1])
-            };
-            let local = LocalBlockHash(r.locals()[i]);
-            Node::held_by(parent, local, depth(i), &f.holders, guard)
-        };
-        // A node entering the map where nothing with an array was: its array counted in.
-        let counted = |node: Node| {
-            self.array_bytes.add(node.array_bytes(guard) as u64);
-            node
-        };
         // The pieces that are runs (two blocks or more), born frozen.
         let piece = |range: std::ops::Range<usize>| (range.len() >= MIN_RUN).then(|| r.part(range));
-        let (first, second) = (piece(0..k), piece(k..len));
-        let drop_pieces = |pieces: &[Option<usize>]| {
-            for p in pieces.iter().flatten() {
-                run::retire(*p, guard);
-            }
+        let cut = Cut {
+            head,
+            run,
+            r,
+            k,
+            frozen: f,
+            first: piece(0..k),
+            second: piece(k..r.len()),
+            guard,
         };
-        // Each step below lets go of its entry (the shard's write lock) before it takes back
-        // what earlier steps placed: those keys may lie in the same shard.
-        // 1. The first piece's tail marker, inside the run.
-        if let Some(a) = first {
-            let placed = match self.nodes.entry(seqs[k - 1]) {
-                Entry::Vacant(v) => {
-                    v.insert(Node::run_tail(head, a, depth(k - 1)));
-                    true
-                }
-                Entry::Occupied(_) => false,
-            };
-            if !placed {
-                drop_pieces(&[first, second]);
-                return false;
-            }
-        }
-        // 2. The second piece's head, inside the run (no one finds it through the run yet;
-        // walks wait at it while it is frozen).
-        if let Some(b) = second {
-            let placed = match self.nodes.entry(seqs[k]) {
-                Entry::Vacant(v) => {
-                    v.insert(counted(block(k).into_head(b, RunSpan::of(&seqs[k..]))));
-                    true
-                }
-                Entry::Occupied(_) => false,
-            };
-            if !placed {
-                self.unplace(first.map(|_| seqs[k - 1]), None, guard);
-                drop_pieces(&[first, second]);
-                return false;
-            }
-        }
-        // 3. The run's tail marker: the second piece's (or its one block). A run's tail key
-        // holds its marker while the run is at its head.
-        let placed = match self.nodes.entry(seqs[len - 1]) {
-            Entry::Occupied(mut o) if o.get().kind() == (Kind::Tail { head, run }) => {
-                *o.get_mut() = match second {
-                    Some(b) => Node::run_tail(SequenceHash(seqs[k]), b, depth(len - 1)),
-                    None => counted(block(len - 1)),
-                };
-                true
-            }
-            _ => false,
-        };
-        if !placed {
-            let second_head = second.map(|_| seqs[k]);
-            self.unplace(first.map(|_| seqs[k - 1]), second_head, guard);
-            if first.is_some() {
-                drop_pieces(&[first]);
-            }
+        let (first_tail, second_head) = (r.seqs()[k - 1], r.seqs()[k]);
+        if !self.place_first_tail(&cut) {
+            cut.retire(&[cut.first, cut.second]);
             return false;
         }
-        // 4. The head: the first piece's (or its one block). Dropping the run's head
-        // retires the run.
-        if let Some(mut node) = self.nodes.get_mut(&head.0) {
-            if node.kind() == Kind::Head(run) {
-                let new = match first {
-                    Some(a) => block(0).into_head(a, RunSpan::of(&seqs[..k])),
-                    None => block(0),
-                };
-                self.reshape(&mut node, guard, |n| *n = new);
-            }
+        if !self.place_second_head(&cut) {
+            self.unplace(cut.first.map(|_| first_tail), None, guard);
+            cut.retire(&[cut.first, cut.second]);
+            return false;
         }
-        self.unlinked_run(len, r.bytes());
-        for p in [first, second].into_iter().flatten() {
+        if !self.hand_over_tail(&cut) {
+            let placed_head = cut.second.map(|_| second_head);
+            self.unplace(cut.first.map(|_| first_tail), placed_head, guard);
+            cut.retire(&[cut.first]);
+            return false;
+        }
+        self.replace_head(&cut);
+        self.unlinked_run(r.len(), r.bytes());
+        for p in [cut.first, cut.second].into_iter().flatten() {
             // SAFETY: made above and placed at its head, whose lock this cut's turn keeps
             // every split and cut from taking; walks wait while it is frozen.
             let piece = unsafe { run_at(p, guard) };
@@ -183,6 +126,82 @@ impl Tree {
             piece.thaw();
         }
         true
+    }
+
+    /// Step 1: the first piece's tail marker, inside the run (a piece of one block has
+    /// none).
+    fn place_first_tail(&self, cut: &Cut<'_>) -> bool {
+        let Some(a) = cut.first else {
+            return true;
+        };
+        let k = cut.k;
+        match self.nodes.entry(cut.r.seqs()[k - 1]) {
+            Entry::Vacant(v) => {
+                v.insert(Node::run_tail(cut.head, a, cut.depth(k - 1)));
+                true
+            }
+            Entry::Occupied(_) => false,
+        }
+    }
+
+    /// Step 2: the second piece's head, inside the run (no one finds it through the run
+    /// yet; walks wait at it while it is frozen).
+    fn place_second_head(&self, cut: &Cut<'_>) -> bool {
+        let Some(b) = cut.second else {
+            return true;
+        };
+        let (k, seqs) = (cut.k, cut.r.seqs());
+        match self.nodes.entry(seqs[k]) {
+            Entry::Vacant(v) => {
+                let node = cut.block(k).into_head(b, RunSpan::of(&seqs[k..]));
+                v.insert(self.counted(node, cut.guard));
+                true
+            }
+            Entry::Occupied(_) => false,
+        }
+    }
+
+    /// Step 3: the run's tail marker becomes the second piece's (or its one block). A
+    /// run's tail key holds its marker while the run is at its head.
+    fn hand_over_tail(&self, cut: &Cut<'_>) -> bool {
+        let (k, seqs, len) = (cut.k, cut.r.seqs(), cut.r.len());
+        let marker = Kind::Tail {
+            head: cut.head,
+            run: cut.run,
+        };
+        match self.nodes.entry(seqs[len - 1]) {
+            Entry::Occupied(mut o) if o.get().kind() == marker => {
+                *o.get_mut() = match cut.second {
+                    Some(b) => Node::run_tail(SequenceHash(seqs[k]), b, cut.depth(len - 1)),
+                    None => self.counted(cut.block(len - 1), cut.guard),
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Step 4: the run's head becomes the first piece's (or its one block). Dropping the
+    /// run's head retires the run.
+    fn replace_head(&self, cut: &Cut<'_>) {
+        let Some(mut node) = self.nodes.get_mut(&cut.head.0) else {
+            return;
+        };
+        if node.kind() == Kind::Head(cut.run) {
+            let new = match cut.first {
+                Some(a) => cut
+                    .block(0)
+                    .into_head(a, RunSpan::of(&cut.r.seqs()[..cut.k])),
+                None => cut.block(0),
+            };
+            self.reshape(&mut node, cut.guard, |n| *n = new);
+        }
+    }
+
+    /// `node`, entering the map where nothing with an array was: its array counted in.
+    fn counted(&self, node: Node, guard: &Guard) -> Node {
+        self.array_bytes.add(node.array_bytes(guard) as u64);
+        node
     }
 
     /// Takes back what a cut that fell back had placed: the first piece's tail marker and
@@ -193,6 +212,51 @@ impl Tree {
                 self.array_bytes
                     .add((node.array_bytes(guard) as u64).wrapping_neg());
             }
+        }
+    }
+}
+
+/// A cut under way: the run `run` at `head`, cut after its first `k` blocks, frozen with
+/// `frozen`'s holders and claims, and its pieces (runs of two blocks or more, born
+/// frozen; `None`: a piece of one block, which is a block node).
+struct Cut<'c> {
+    head: SequenceHash,
+    run: usize,
+    r: &'c Run,
+    k: usize,
+    frozen: &'c Frozen,
+    first: Option<usize>,
+    second: Option<usize>,
+    guard: &'c Guard,
+}
+
+impl Cut<'_> {
+    /// The position of the run's block `i` in its prompt.
+    fn depth(&self, i: usize) -> u32 {
+        self.frozen.depth.saturating_add(i as u32)
+    }
+
+    /// The run's block `i` as a node held as the run is.
+    fn block(&self, i: usize) -> Node {
+        let parent = if i == 0 {
+            self.frozen.parent
+        } else {
+            SequenceHash(self.r.seqs()[i - 1])
+        };
+        let local = LocalBlockHash(self.r.locals()[i]);
+        Node::held_by(
+            parent,
+            local,
+            self.depth(i),
+            &self.frozen.holders,
+            self.guard,
+        )
+    }
+
+    /// Retires pieces that were made but not placed.
+    fn retire(&self, pieces: &[Option<usize>]) {
+        for p in pieces.iter().flatten() {
+            run::retire(*p, self.guard);
         }
     }
 }
