@@ -7,8 +7,6 @@
 //! uses. The engine's own block hashes are kept per worker (where they differ from ours)
 //! only to resolve that worker's later parents and removals.
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use crossbeam_epoch as epoch;
 
 use super::Engine;
@@ -111,10 +109,8 @@ impl Engine {
                 ))
             })
             .collect();
-        let claims = || blocks.iter().map(|b| b.0.claim);
-        if self.tree.nested.load(Relaxed) && !self.keeps_nesting(slot, parent, claims(), &guard) {
-            self.tree.not_nested();
-        }
+        self.tree
+            .note_chain_nesting(slot, parent, blocks.iter().map(|b| b.0.claim), &guard);
         for (block, engine_hash) in &blocks {
             if block.claim.exact && *engine_hash != block.seq {
                 self.workers.map_engine_hash(slot, *engine_hash, block.seq);
@@ -129,35 +125,6 @@ impl Engine {
         }
         self.enforce_caps(slot, added, None, &guard);
         self.workers.end_write(slot, write);
-    }
-
-    /// Whether storing `claims` for `slot` on a chain after `parent` (its blocks placed by
-    /// the chain, so each one deeper than the last) keeps holder sets nested, so that finds
-    /// may go on galloping: every claim approximate and none outliving the one before it
-    /// (nor the slot's claim on the parent). A replayed dump of an index that only recorded
-    /// decisions passes (one block per event, parents first); an engine's exact `Stored`
-    /// does not, since exact claims outlive the approximate ones above them.
-    fn keeps_nesting(
-        &self,
-        slot: Slot,
-        parent: Option<SequenceHash>,
-        claims: impl Iterator<Item = Claim>,
-        guard: &epoch::Guard,
-    ) -> bool {
-        let mut above = match parent {
-            None => u64::MAX,
-            Some(parent) => match self.tree.claim_of(parent, slot, guard) {
-                Some(c) if !c.exact => c.expiry,
-                _ => return false,
-            },
-        };
-        for claim in claims {
-            if claim.exact || claim.expiry > above {
-                return false;
-            }
-            above = claim.expiry;
-        }
-        true
     }
 
     /// A walk of `slot`'s claims from `leaf` at `expiry` that comes from the past: a
@@ -232,6 +199,8 @@ fn names_repeat(data: &KvCacheStoreData) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+
     use std::sync::Arc;
     use std::time::Duration;
 

@@ -1,7 +1,5 @@
 //! Reading the whole tree out (dump, snapshot) and putting entries back (restore).
 
-use std::sync::atomic::Ordering::Relaxed;
-
 use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
@@ -9,7 +7,6 @@ use super::node::Kind;
 use super::record::BlockAt;
 use super::{node, run, Tree};
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
-use crate::hash::SeqChain;
 use crate::slot::{Slot, SlotOwners};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
@@ -134,7 +131,7 @@ impl Tree {
 
     /// Puts one entry back with the given claim (merged into an existing one), at the
     /// parent and depth the row names. Returns whether an entry was added. Finds go on
-    /// galloping only if the entry [keeps holder sets nested](Self::keeps_nesting).
+    /// galloping only if the entry keeps holder sets nested ([`Tree::note_restore_nesting`]).
     pub(crate) fn restore_entry(
         &self,
         slot: Slot,
@@ -144,9 +141,7 @@ impl Tree {
     ) -> bool {
         // Entries come back by sequence hash: every block must have its key.
         self.split_all(guard);
-        if self.nested.load(Relaxed) && !self.keeps_nesting(slot, row, claim, guard) {
-            self.not_nested();
-        }
+        self.note_restore_nesting(slot, row, claim, guard);
         let block = BlockAt {
             seq: row.seq,
             parent: row.parent,
@@ -154,56 +149,6 @@ impl Tree {
             depth: row.depth,
         };
         self.upsert_block((slot, claim), block, guard)
-    }
-
-    /// Whether `slot`'s holder sets stay nested once `claim` is restored on `row`'s block,
-    /// restores coming parents first (by depth): the claim is approximate; the block is
-    /// where the chain of local hashes puts it (block 0's sequence hash is its local hash,
-    /// a deeper one's is its parent's chained with its own), at the depth the row names
-    /// (its parent's plus one); and the slot's claim on the parent lasts at least as long
-    /// as its claim on the block will, so the parent cannot expire, or be evicted, while
-    /// the block is still held. A snapshot of an index that only recorded decisions
-    /// passes, so its restore keeps finds galloping.
-    fn keeps_nesting(
-        &self,
-        slot: Slot,
-        row: &LiveEntry<impl Sized>,
-        claim: Claim,
-        guard: &Guard,
-    ) -> bool {
-        if claim.exact {
-            return false;
-        }
-        let existing = self.depth_and_claim(row.seq, slot, guard);
-        let expiry = match existing {
-            Some((depth, _)) if depth != row.depth => return false,
-            Some((_, Some(c))) if c.exact => return false,
-            Some((_, Some(c))) => c.expiry.max(claim.expiry),
-            _ => claim.expiry,
-        };
-        if row.depth == 0 {
-            return row.seq.0 == row.local.0;
-        }
-        if SeqChain::after(Some(row.parent)).next(row.local) != row.seq {
-            return false;
-        }
-        let Some((parent_depth, parent_claim)) = self.depth_and_claim(row.parent, slot, guard)
-        else {
-            return false;
-        };
-        parent_depth.checked_add(1) == Some(row.depth)
-            && parent_claim.is_some_and(|c| c.exact || c.expiry >= expiry)
-    }
-
-    /// The depth of block `seq`'s node and `slot`'s claim on it, if the node exists.
-    fn depth_and_claim(
-        &self,
-        seq: SequenceHash,
-        slot: Slot,
-        guard: &Guard,
-    ) -> Option<(u32, Option<Claim>)> {
-        let depth = self.nodes.get(&seq.0)?.depth();
-        Some((depth, self.claim_at(seq, slot, guard)?))
     }
 }
 
@@ -237,7 +182,7 @@ mod tests {
             };
             tree.restore_entry(slot, &row, claim, &guard);
         }
-        tree.nested.load(Relaxed)
+        tree.nested.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     #[test]

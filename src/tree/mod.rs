@@ -14,6 +14,7 @@ mod holder;
 mod map;
 #[cfg(loom)]
 pub(crate) mod map; // for the loom model `read_vs_write`
+mod nesting;
 #[cfg(not(loom))]
 mod node;
 #[cfg(loom)]
@@ -133,13 +134,6 @@ impl Tree {
             ),
             _ => n.upsert(slot, claim, guard),
         })
-    }
-
-    /// Finds stop galloping from now on (see [`Tree::nested`]), and no more runs are made;
-    /// the runs there are stay until something splits them up.
-    pub(crate) fn not_nested(&self) {
-        self.nested
-            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// `slot`'s claim on the block `seq`, if it holds one. A block inside a run has no key:
