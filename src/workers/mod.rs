@@ -172,13 +172,7 @@ impl Workers {
     /// The worker key of `slot` if it is alive (registered and not removed).
     #[inline]
     pub(crate) fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
-        let key = self.slots.key(slot)?;
-        if key.state.load(Ordering::Acquire) & STATE_MASK == ALIVE {
-            let id = key.worker.load(Ordering::Relaxed);
-            Some(W::from_parts(id, key.rank.load(Ordering::Relaxed)))
-        } else {
-            None
-        }
+        self.slots.key(slot)?.alive()
     }
 
     /// Whether `slot` is alive.
@@ -244,14 +238,9 @@ impl SlotOwners for Workers {
     ) {
         let mut cursor = self.slots.key_cursor();
         for slot in slots {
-            let Some(key) = cursor.key(slot) else {
+            let Some(worker) = cursor.key(slot).and_then(|key| key.alive::<W>()) else {
                 continue;
             };
-            if key.state.load(Ordering::Acquire) & STATE_MASK != ALIVE {
-                continue;
-            }
-            let id = key.worker.load(Ordering::Relaxed);
-            let worker = W::from_parts(id, key.rank.load(Ordering::Relaxed));
             let count = if entries {
                 self.slots
                     .get(slot)

@@ -9,6 +9,7 @@ use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
 use crate::sync::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::WorkerKey;
 
 pub(super) const ALIVE: u64 = 1;
 pub(super) const DEAD: u64 = 2;
@@ -34,6 +35,18 @@ pub(super) struct SlotKey {
     pub(super) worker: AtomicU64,
     /// Its data-parallel rank.
     pub(super) rank: AtomicU32,
+}
+
+impl SlotKey {
+    /// The worker key this slot stands for, if it is alive (registered and not removed).
+    #[inline]
+    pub(super) fn alive<W: WorkerKey>(&self) -> Option<W> {
+        if self.state.load(Ordering::Acquire) & STATE_MASK != ALIVE {
+            return None;
+        }
+        let id = self.worker.load(Ordering::Relaxed);
+        Some(W::from_parts(id, self.rank.load(Ordering::Relaxed)))
+    }
 }
 
 /// One slot's shared state, padded so counters of different workers never share a line.
