@@ -26,7 +26,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use approx_kv_index::ApproxKvIndexer;
+use approx_kv_index::{ApproxKvIndexer, Query};
 
 const BLOCK: u32 = 4;
 const CHURN_THREADS: u64 = 3;
@@ -66,7 +66,9 @@ fn churn(
     let (start, mut n, mut done) = (Instant::now(), 0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         let id = t * IDS_PER_THREAD + n % IDS_PER_THREAD;
-        index.process_routing_decision_for_request(&prompt(n ^ (t << 40)), id);
+        index
+            .record(id, Query::tokens(&prompt(n ^ (t << 40))))
+            .unwrap();
         n += 1;
         let Some(per_sec) = removals else {
             continue;
@@ -94,8 +96,8 @@ fn stable(index: &ApproxKvIndexer, pairs: &AtomicU64, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         let tokens = prompt(n ^ (1 << 60));
         let worker = 1_000 + n % STABLE_WORKERS;
-        index.process_routing_decision_for_request(&tokens, worker);
-        let found = index.find_matches_for_request(&tokens);
+        index.record(worker, Query::tokens(&tokens)).unwrap();
+        let found = index.find(Query::tokens(&tokens));
         assert_eq!(
             found.scores.get(&worker).copied(),
             Some((tokens.len() / BLOCK as usize) as u32)

@@ -13,7 +13,7 @@ mod common;
 use std::hint::black_box;
 use std::time::Duration;
 
-use approx_kv_index::ApproxKvIndexer;
+use approx_kv_index::{ApproxKvIndexer, Query};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 fn warm_index(sharers: u64) -> ApproxKvIndexer {
@@ -21,13 +21,13 @@ fn warm_index(sharers: u64) -> ApproxKvIndexer {
     for p in 0..20_000u64 {
         let (local, seq) = common::random_prompt(1_000_000 + p, 32);
         index
-            .process_routing_decision(p % 16, &local, &seq)
+            .record(p % 16, Query::hashes(&local, &seq))
             .expect("same lengths");
     }
     let (local, seq) = common::random_prompt(7, 256);
     for w in 0..sharers {
         index
-            .process_routing_decision(10_000 + w, &local, &seq)
+            .record(10_000 + w, Query::hashes(&local, &seq))
             .expect("same lengths");
     }
     index
@@ -51,19 +51,19 @@ fn find(c: &mut Criterion) {
             } else {
                 sharers as usize
             };
-            assert_eq!(index.find_matches(query).scores.len(), expected);
+            assert_eq!(index.find(Query::blocks(query)).scores.len(), expected);
             group.throughput(Throughput::Elements(1));
             group.bench_with_input(
                 BenchmarkId::new(name, format!("{sharers}w")),
                 &query,
-                |b, q| b.iter(|| black_box(index.find_matches(black_box(q)))),
+                |b, q| b.iter(|| black_box(index.find(Query::blocks(black_box(q))))),
             );
             group.bench_with_input(
                 BenchmarkId::new(format!("{name}/seq_with"), format!("{sharers}w")),
                 &seq,
                 |b, q| {
                     b.iter(|| {
-                        index.find_matches_by_sequence_with(black_box(q), |w, s| {
+                        index.find_into(Query::sequence(black_box(q)), &mut |w, s| {
                             scores[w as usize] = s;
                         });
                         black_box(&mut scores);

@@ -12,7 +12,7 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, SequenceHash};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, Query, SequenceHash};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const BATCH: u64 = 20_000;
@@ -40,7 +40,7 @@ fn timed(
         prepare(&index, &prompts);
         let start = Instant::now();
         for (local, seq) in &prompts {
-            black_box(index.process_routing_decision(worker, local, seq)).ok();
+            black_box(index.record(worker, Query::hashes(local, seq))).ok();
         }
         total += start.elapsed();
         done += n;
@@ -62,7 +62,7 @@ fn record(c: &mut Criterion) {
                 |index, prompts| {
                     for (local, seq) in prompts {
                         for w in 0..8 {
-                            index.process_routing_decision(w, local, seq).ok();
+                            index.record(w, Query::hashes(local, seq)).ok();
                         }
                     }
                 },
@@ -73,9 +73,9 @@ fn record(c: &mut Criterion) {
     for blocks in [16usize, 256] {
         let (local, seq) = common::random_prompt(5, blocks);
         let index = index();
-        index.process_routing_decision(3, &local, &seq).ok();
+        index.record(3, Query::hashes(&local, &seq)).ok();
         group.bench_function(format!("refresh/{blocks}"), |b| {
-            b.iter(|| black_box(index.process_routing_decision(3, &local, &seq)).ok())
+            b.iter(|| black_box(index.record(3, Query::hashes(&local, &seq))).ok())
         });
     }
     group.finish();

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use approx_kv_index::replication::{Action, Decision};
-use approx_kv_index::ApproxKvIndexer;
+use approx_kv_index::{ApproxKvIndexer, Query};
 
 const RUNS: usize = 7;
 /// Decisions applied together, as the Redis subscriber applies one `XREAD` (its default
@@ -70,9 +70,9 @@ fn route(prompts: &[Vec<u32>], block_size: u32) -> (f64, Vec<Vec<u8>>) {
     let index = index(0, block_size);
     let start = Instant::now();
     for (i, tokens) in prompts.iter().enumerate() {
-        let found = index.find_matches_for_request(tokens);
+        let found = index.find(Query::tokens(tokens));
         let worker = found.best().map_or(i as u64 % WORKERS, |(w, _)| w);
-        index.process_routing_decision_for_request(tokens, worker);
+        index.record(worker, Query::tokens(tokens)).unwrap();
     }
     let rate = prompts.len() as f64 / start.elapsed().as_secs_f64();
     let outbox = index.outbox().expect("sharing");
@@ -92,9 +92,9 @@ fn route_hashing_once(prompts: &[Vec<u32>], block_size: u32) -> f64 {
     for (i, tokens) in prompts.iter().enumerate() {
         let local = approx_kv_index::compute_block_hash_for_seq(tokens, block_size);
         let seq = approx_kv_index::compute_seq_hashes(&local);
-        let found = index.find_matches_by_sequence(&seq);
+        let found = index.find(Query::sequence(&seq));
         let worker = found.best().map_or(i as u64 % WORKERS, |(w, _)| w);
-        let _ = index.process_routing_decision(worker, &local, &seq);
+        let _ = index.record(worker, Query::hashes(&local, &seq));
     }
     prompts.len() as f64 / start.elapsed().as_secs_f64()
 }
@@ -354,8 +354,7 @@ mod redis_lag {
                         let mut tokens = prompts[(n * 7 + r) % prompts.len()].clone();
                         tokens.push(n as u32); // a new last block now and then
                         let worker = (n as u64 + r as u64) % WORKERS;
-                        sync.index()
-                            .process_routing_decision_for_request(&tokens, worker);
+                        sync.index().record(worker, Query::tokens(&tokens)).unwrap();
                     }
                 });
             }

@@ -17,7 +17,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use approx_kv_index::ApproxKvIndexer;
+use approx_kv_index::{ApproxKvIndexer, Query};
 
 const BLOCK: u32 = 16;
 const WORKERS: u64 = 64;
@@ -64,7 +64,9 @@ fn main() {
                     n += 1;
                     let x = common::mix(n);
                     let tokens = prompt(x % CONVERSATIONS, 1 + (x >> 20) % 16, n);
-                    index.process_routing_decision_for_request(&tokens, (x >> 40) % WORKERS);
+                    index
+                        .record((x >> 40) % WORKERS, Query::tokens(&tokens))
+                        .unwrap();
                     recorded.fetch_add(1, Ordering::Relaxed);
                 }
             });
@@ -76,7 +78,7 @@ fn main() {
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
                     let x = common::mix(n ^ 0xF1D);
-                    let found = index.find_matches_for_request(&prompt(x % CONVERSATIONS, 0, 0));
+                    let found = index.find(Query::tokens(&prompt(x % CONVERSATIONS, 0, 0)));
                     std::hint::black_box(found);
                     if n % 10_000 == 0 {
                         index.remove_worker(x % WORKERS);

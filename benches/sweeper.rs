@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, ManualClock};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, ManualClock, Query};
 use criterion::{criterion_group, Criterion, Throughput};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -35,7 +35,7 @@ fn loaded(workers_per_prompt: u64) -> (ApproxKvIndexer, Arc<ManualClock>) {
     for p in 0..prompts {
         let (local, seq) = common::random_prompt(p, 16);
         for w in 0..workers_per_prompt {
-            index.process_routing_decision(w, &local, &seq).ok();
+            index.record(w, Query::hashes(&local, &seq)).ok();
         }
     }
     assert_eq!(index.stats().entries as u64, ENTRIES);
@@ -80,7 +80,7 @@ fn find_tail(
         }
         let q = &queries[i % queries.len()];
         let t = Instant::now();
-        black_box(index.find_matches(black_box(q)));
+        black_box(index.find(Query::blocks(black_box(q))));
         lat.push(t.elapsed().as_nanos() as u64);
         i += 1;
     }
@@ -97,7 +97,7 @@ fn finds_during_sweep() {
         let queries: Vec<_> = (0..64u64)
             .map(|p| {
                 let (local, seq) = common::random_prompt(1 << 40 | p, 32);
-                index.process_routing_decision(p % 16, &local, &seq).ok();
+                index.record(p % 16, Query::hashes(&local, &seq)).ok();
                 local
             })
             .collect();

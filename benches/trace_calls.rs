@@ -20,7 +20,7 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, HashSalt, WorkerWithDpRank};
+use approx_kv_index::{ApproxKvIndexer, HashSalt, Query, WorkerWithDpRank};
 
 type Index = ApproxKvIndexer<WorkerWithDpRank>;
 
@@ -40,7 +40,9 @@ fn key(i: usize) -> WorkerWithDpRank {
 fn record_pass(index: &Index, reqs: &[Vec<u32>]) -> Duration {
     let start = Instant::now();
     for (i, tokens) in reqs.iter().enumerate() {
-        index.process_routing_decision_for_request_salted(tokens, key(i), HashSalt::NONE);
+        index
+            .record(key(i), Query::salted_tokens(tokens, HashSalt::NONE))
+            .unwrap();
     }
     start.elapsed() / reqs.len() as u32
 }
@@ -51,7 +53,7 @@ fn find_pass(index: &Index, reqs: &[Vec<u32>]) -> (Duration, u64) {
     let mut hits = 0;
     let start = Instant::now();
     for tokens in reqs {
-        let found = black_box(index.find_matches_for_request_salted(tokens, HashSalt::NONE));
+        let found = black_box(index.find(Query::salted_tokens(tokens, HashSalt::NONE)));
         hits += u64::from(found.best().map_or(0, |(_, s)| s));
     }
     (start.elapsed() / reqs.len() as u32, hits)
@@ -66,12 +68,10 @@ fn threaded_pass(reqs: &[Vec<u32>], threads: usize) -> f64 {
             let index = &index;
             s.spawn(move || {
                 for i in (t..reqs.len()).step_by(threads) {
-                    black_box(index.find_matches_for_request_salted(&reqs[i], HashSalt::NONE));
-                    index.process_routing_decision_for_request_salted(
-                        &reqs[i],
-                        key(i),
-                        HashSalt::NONE,
-                    );
+                    black_box(index.find(Query::salted_tokens(&reqs[i], HashSalt::NONE)));
+                    index
+                        .record(key(i), Query::salted_tokens(&reqs[i], HashSalt::NONE))
+                        .unwrap();
                 }
             });
         }

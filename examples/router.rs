@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::ApproxKvIndexer;
+use approx_kv_index::{ApproxKvIndexer, Query};
 
 const WORKERS: usize = 8;
 const THREADS: usize = 4;
@@ -47,7 +47,7 @@ fn main() {
             thread::spawn(move || {
                 for i in 0..REQUESTS_PER_THREAD {
                     let tokens = prompt(t, i);
-                    let found = index.find_matches_for_request(&tokens);
+                    let found = index.find(Query::tokens(&tokens));
                     // Longest overlap first, then least loaded.
                     let worker = (0..WORKERS)
                         .max_by_key(|&w| {
@@ -59,7 +59,7 @@ fn main() {
                     load[worker].fetch_add(1, Ordering::Relaxed);
                     hits.fetch_add(u64::from(overlap), Ordering::Relaxed);
                     total.fetch_add(tokens.len() as u64 / u64::from(BLOCK), Ordering::Relaxed);
-                    index.process_routing_decision_for_request(&tokens, worker as u64);
+                    index.record(worker as u64, Query::tokens(&tokens)).unwrap();
                 }
             })
         })

@@ -144,15 +144,15 @@ impl Builder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use approx_kv_index::ApproxKvIndexer;
+    /// use approx_kv_index::{ApproxKvIndexer, Query};
     /// let index = ApproxKvIndexer::builder()
     ///     .block_size(1)
     ///     .ttl(Duration::MAX)
     ///     .max_blocks_per_worker(4)
     ///     .build()?;
-    /// index.process_routing_decision_for_request(&[1, 2, 3], 0);
-    /// index.process_routing_decision_for_request(&[7, 8], 0); // 5 blocks: over the cap
-    /// assert_eq!(index.find_matches_for_request(&[1, 2, 3]).scores[&0], 2); // deepest went first
+    /// index.record(0, Query::tokens(&[1, 2, 3])).unwrap();
+    /// index.record(0, Query::tokens(&[7, 8])).unwrap(); // 5 blocks: over the cap
+    /// assert_eq!(index.find(Query::tokens(&[1, 2, 3])).scores[&0], 2); // deepest went first
     /// assert_eq!(index.stats().entries, 4);
     /// # Ok::<(), approx_kv_index::ConfigError>(())
     /// ```
@@ -169,13 +169,13 @@ impl Builder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use approx_kv_index::ApproxKvIndexer;
+    /// use approx_kv_index::{ApproxKvIndexer, Query};
     /// let index = ApproxKvIndexer::builder().block_size(1).max_entries(2).build()?;
     /// for worker in 0..100 {
-    ///     index.process_routing_decision_for_request(&[worker as u32], worker);
+    ///     index.record(worker, Query::tokens(&[worker as u32])).unwrap();
     /// }
     /// assert_eq!(index.stats().entries, 2); // the two newest decisions
-    /// assert_eq!(index.find_matches_for_request(&[99]).scores[&99], 1);
+    /// assert_eq!(index.find(Query::tokens(&[99])).scores[&99], 1);
     /// # Ok::<(), approx_kv_index::ConfigError>(())
     /// ```
     pub fn max_entries(mut self, entries: usize) -> Self {
@@ -201,9 +201,9 @@ impl Builder {
     /// allocated up front, so any capacity is valid (0 counts as 1).
     ///
     /// ```
-    /// use approx_kv_index::ApproxKvIndexer;
+    /// use approx_kv_index::{ApproxKvIndexer, Query};
     /// let index = ApproxKvIndexer::builder().share_decisions(4096).build()?;
-    /// index.process_routing_decision_for_request(&[0; 32], 1);
+    /// index.record(1, Query::tokens(&[0; 32])).unwrap();
     /// assert_eq!(index.outbox().unwrap().len(), 1);
     /// # Ok::<(), approx_kv_index::ConfigError>(())
     /// ```

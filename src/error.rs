@@ -40,6 +40,9 @@ pub enum RecordError {
         /// Number of sequence hashes given.
         seq: usize,
     },
+    /// A record was given sequence hashes alone ([`Query::sequence`](crate::Query::sequence)):
+    /// the index keeps each block's local hash, to dump, snapshot and share its decisions.
+    NoLocalHashes,
 }
 
 impl fmt::Display for RecordError {
@@ -48,6 +51,9 @@ impl fmt::Display for RecordError {
             RecordError::LengthMismatch { local, seq } => write!(
                 f,
                 "{local} local block hashes but {seq} sequence hashes: they must pair up"
+            ),
+            RecordError::NoLocalHashes => f.write_str(
+                "a record needs the blocks' local hashes, not their sequence hashes alone",
             ),
         }
     }

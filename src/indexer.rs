@@ -9,11 +9,10 @@ use crate::engine::Engine;
 use crate::error::{ConfigError, RecordError};
 use crate::events::RouterEvent;
 use crate::expiry::sweeper::Sweeper;
-use crate::hash::HashSalt;
-use crate::scores::{OverlapScores, ScoreVisitor};
+use crate::query::Query;
+use crate::scores::{OverlapScores, ScoreSink};
 use crate::sharing::{Action, Replication};
 use crate::stats::IndexStats;
-use crate::tree::Query;
 use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 
 /// An approximate index of which worker probably caches which prompt prefix, learned from
@@ -47,19 +46,19 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 ///
 /// ```
 /// use std::{sync::Arc, thread, time::Duration};
-/// use approx_kv_index::ApproxKvIndexer;
+/// use approx_kv_index::{ApproxKvIndexer, Query};
 ///
 /// let index = Arc::new(ApproxKvIndexer::new(4, Duration::from_secs(60)).unwrap());
 /// let prompt: Vec<u32> = (0..16).collect(); // 4 blocks
 /// let writer = {
 ///     let index = Arc::clone(&index);
 ///     let prompt = prompt.clone();
-///     thread::spawn(move || index.process_routing_decision_for_request(&prompt, 7))
+///     thread::spawn(move || index.record(7, Query::tokens(&prompt)).unwrap())
 /// };
 /// writer.join().unwrap();
-/// assert_eq!(index.find_matches_for_request(&prompt).scores[&7], 4);
+/// assert_eq!(index.find(Query::tokens(&prompt)).scores[&7], 4);
 /// index.remove_worker(7);
-/// assert!(index.find_matches_for_request(&prompt).scores.is_empty());
+/// assert!(index.find(Query::tokens(&prompt)).scores.is_empty());
 /// ```
 pub struct ApproxKvIndexer<W: WorkerKey = WorkerId> {
     pub(crate) inner: Arc<Engine>,
@@ -139,44 +138,28 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         self.inner.block_size
     }
 
-    /// Records that `worker` was chosen for a prompt of `tokens`: its full blocks become
-    /// "probably cached on `worker`" for one TTL (refreshing any it already held).
+    /// Records that `worker` was chosen for the prompt of `query`: its full blocks become
+    /// "probably cached on `worker`" for one TTL, refreshing any it already held. A record
+    /// needs the prompt's local hashes ([`Query`] says which forms carry them); a rejected
+    /// query stores nothing.
     ///
     /// ```
-    /// # use approx_kv_index::ApproxKvIndexer;
+    /// use approx_kv_index::{ApproxKvIndexer, Query, RecordError, SequenceHash};
     /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2, 3, 4, 5], 9); // 2 full blocks
-    /// assert_eq!(index.find_matches_for_request(&[1, 2, 3, 4, 5, 6]).scores[&9], 2);
+    /// index.record(9, Query::tokens(&[1, 2, 3, 4, 5])).unwrap(); // 2 full blocks
+    /// assert_eq!(index.find(Query::tokens(&[1, 2, 3, 4, 5, 6])).scores[&9], 2);
+    /// let seq = [SequenceHash(1)];
+    /// assert_eq!(index.record(9, Query::sequence(&seq)), Err(RecordError::NoLocalHashes));
     /// ```
-    pub fn process_routing_decision_for_request(&self, tokens: &[u32], worker: W) {
-        self.process_routing_decision_for_request_salted(tokens, worker, HashSalt::NONE);
+    pub fn record(&self, worker: W, query: Query<'_>) -> Result<(), RecordError> {
+        query.with_record_hashes(self.inner.block_size, |local, seq| {
+            self.record_hashes(worker, local, seq)
+        })
     }
 
-    /// As [`process_routing_decision_for_request`](Self::process_routing_decision_for_request),
-    /// for a request under a LoRA adapter or cache namespace: its blocks only ever match
-    /// finds with the same [`HashSalt`].
-    ///
-    /// ```
-    /// use approx_kv_index::{ApproxKvIndexer, HashSalt};
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// let tenant_a = HashSalt::new(None, Some("tenant-a"));
-    /// index.process_routing_decision_for_request_salted(&[1, 2, 3, 4], 1, tenant_a);
-    /// assert_eq!(index.find_matches_for_request_salted(&[1, 2, 3, 4], tenant_a).scores[&1], 2);
-    /// assert!(index.find_matches_for_request(&[1, 2, 3, 4]).scores.is_empty());
-    /// ```
-    pub fn process_routing_decision_for_request_salted(
-        &self,
-        tokens: &[u32],
-        worker: W,
-        salt: HashSalt,
-    ) {
-        let (mut local, mut seq) = (Vec::new(), Vec::new());
-        crate::hash::prompt_hashes_into(tokens, self.inner.block_size, salt, &mut local, &mut seq);
-        self.record(worker, &local, &seq);
-    }
-
-    /// Records a local decision, and shares it when decisions are shared.
-    fn record(&self, worker: W, local: &[LocalBlockHash], seq: &[SequenceHash]) {
+    /// Records a local decision from its local hashes and their chain, and shares it when
+    /// decisions are shared.
+    fn record_hashes(&self, worker: W, local: &[LocalBlockHash], seq: &[SequenceHash]) {
         self.inner.record(worker, local, seq);
         if !local.is_empty() {
             self.replication.share(|| Action::Route {
@@ -187,44 +170,51 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         }
     }
 
-    /// Records a decision from precomputed hashes (as
-    /// [`compute_block_hash_for_seq`](crate::compute_block_hash_for_seq) and
-    /// [`compute_seq_hashes`](crate::compute_seq_hashes) make them). Slices of different lengths are an error and
-    /// store nothing. The blocks are placed by the chain of `local` (what finds look up,
-    /// as Dynamo's radix tree walks local hashes): where `seq` is not that chain (hashes
-    /// from another scheme, or wrong), the decision is recorded as if it were, so it is
-    /// found by its blocks, expires, and counts toward caps like any other.
+    /// For each worker, how many leading blocks of `query` it probably holds, and how
+    /// many blocks it holds in all. To reuse the answer's maps, or to take the scores
+    /// without storing them, use [`find_into`](Self::find_into).
     ///
     /// ```
-    /// use approx_kv_index::*;
-    /// let index = ApproxKvIndexer::new(4, std::time::Duration::from_secs(60)).unwrap();
-    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 4);
-    /// let seq = compute_seq_hashes(&local);
-    /// index.process_routing_decision(5, &local, &seq).unwrap();
-    /// assert_eq!(index.find_matches(&local).scores[&5], 1);
-    /// assert!(index.process_routing_decision(5, &local, &[]).is_err());
-    /// // Sequence hashes that are not the chain: placed by the chain all the same.
-    /// index.process_routing_decision(6, &local, &[SequenceHash(7)]).unwrap();
-    /// assert_eq!(index.find_matches(&local).scores[&6], 1);
+    /// use approx_kv_index::{ApproxKvIndexer, Query};
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// index.record(1, Query::tokens(&[1, 2, 3, 4])).unwrap();
+    /// index.record(2, Query::tokens(&[1, 2, 9, 9])).unwrap();
+    /// let found = index.find(Query::tokens(&[1, 2, 3, 4]));
+    /// assert_eq!((found.scores[&1], found.scores[&2]), (2, 1));
+    /// assert_eq!(found.tree_sizes[&2], 2);
     /// ```
-    pub fn process_routing_decision(
-        &self,
-        worker: W,
-        local: &[LocalBlockHash],
-        seq: &[SequenceHash],
-    ) -> Result<(), RecordError> {
-        if local.len() != seq.len() {
-            return Err(RecordError::LengthMismatch {
-                local: local.len(),
-                seq: seq.len(),
-            });
-        }
-        // Placed by the chain of its local hashes, which is what finds look up.
-        match crate::hash::rechain(local, seq) {
-            None => self.record(worker, local, seq),
-            Some(chain) => self.record(worker, local, &chain),
-        }
-        Ok(())
+    pub fn find(&self, query: Query<'_>) -> OverlapScores<W> {
+        let mut out = OverlapScores::default();
+        self.find_into(query, &mut out);
+        out
+    }
+
+    /// [`find`](Self::find), writing the answer into `sink`: an [`OverlapScores`] reused
+    /// from find to find (cleared first; once its maps have grown to the workers that
+    /// match, a find allocates nothing), a callback `FnMut(W, u32)` called with each
+    /// worker and its score (nothing stored: the cheapest find), or a [`ScoreSink`] of
+    /// your own. Tokens are hashed into a buffer the calling thread reuses.
+    ///
+    /// ```
+    /// use approx_kv_index::{ApproxKvIndexer, OverlapScores, Query};
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// index.record(7, Query::tokens(&[1, 2, 3, 4])).unwrap();
+    /// index.record(8, Query::tokens(&[1, 2])).unwrap();
+    ///
+    /// let mut found = OverlapScores::default();
+    /// index.find_into(Query::tokens(&[1, 2, 3, 4]), &mut found);
+    /// assert_eq!(found.best(), Some((7, 2)));
+    ///
+    /// let mut best = (0, 0);
+    /// index.find_into(Query::tokens(&[1, 2, 3, 4]), &mut |worker, score| {
+    ///     best = best.max((score, worker))
+    /// });
+    /// assert_eq!(best, (2, 7));
+    /// ```
+    pub fn find_into(&self, query: Query<'_>, sink: &mut impl ScoreSink<W>) {
+        query.with_find_hashes(self.inner.block_size, |hashed| {
+            self.inner.find_into(hashed, sink)
+        });
     }
 
     /// Applies a KV event from an engine that publishes them, alongside the approximate
@@ -274,201 +264,16 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// };
     /// index.apply_event(&stored(None, vec![block(0, 0xA1), block(1, 0xA2)]));
     /// index.apply_event(&stored(Some(0xA2), vec![block(2, 0xA3)])); // parent: engine's name
-    /// assert_eq!(index.find_matches(&local).scores[&8], 3);
+    /// assert_eq!(index.find(Query::blocks(&local)).scores[&8], 3);
     /// index.apply_event(&RouterEvent {
     ///     worker_id: 8,
     ///     event_id: 2,
     ///     data: KvCacheEventData::Removed(KvCacheRemoveData { block_hashes: vec![SequenceHash(0xA2)] }),
     /// });
-    /// assert_eq!(index.find_matches(&local).scores[&8], 1);
+    /// assert_eq!(index.find(Query::blocks(&local)).scores[&8], 1);
     /// ```
     pub fn apply_event(&self, event: &RouterEvent<W>) {
         self.inner.apply_event(event);
-    }
-
-    /// For each worker, how many leading blocks of `tokens` it probably holds.
-    ///
-    /// ```
-    /// # use approx_kv_index::ApproxKvIndexer;
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 1);
-    /// index.process_routing_decision_for_request(&[1, 2, 9, 9], 2);
-    /// let found = index.find_matches_for_request(&[1, 2, 3, 4]);
-    /// assert_eq!((found.scores[&1], found.scores[&2]), (2, 1));
-    /// ```
-    pub fn find_matches_for_request(&self, tokens: &[u32]) -> OverlapScores<W> {
-        self.find_matches_for_request_salted(tokens, HashSalt::NONE)
-    }
-
-    /// As [`find_matches_for_request`](Self::find_matches_for_request), under a
-    /// [`HashSalt`] (LoRA adapter, cache namespace).
-    pub fn find_matches_for_request_salted(
-        &self,
-        tokens: &[u32],
-        salt: HashSalt,
-    ) -> OverlapScores<W> {
-        let mut out = OverlapScores::default();
-        self.find_matches_for_request_salted_into(tokens, salt, &mut out);
-        out
-    }
-
-    /// As [`find_matches_for_request`](Self::find_matches_for_request), into `out`
-    /// (cleared first, then filled): with one `OverlapScores` kept per router thread, a
-    /// warm find from tokens allocates nothing (the blocks' hashes go to a per-thread
-    /// buffer).
-    ///
-    /// ```
-    /// # use approx_kv_index::*;
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 7);
-    /// let mut found = OverlapScores::default();
-    /// index.find_matches_for_request_into(&[1, 2, 3, 4], &mut found);
-    /// assert_eq!(found.scores[&7], 2);
-    /// index.find_matches_for_request_into(&[9, 9], &mut found); // reused
-    /// assert!(found.scores.is_empty());
-    /// ```
-    pub fn find_matches_for_request_into(&self, tokens: &[u32], out: &mut OverlapScores<W>) {
-        self.find_matches_for_request_salted_into(tokens, HashSalt::NONE, out);
-    }
-
-    /// As [`find_matches_for_request_into`](Self::find_matches_for_request_into), under a
-    /// [`HashSalt`].
-    pub fn find_matches_for_request_salted_into(
-        &self,
-        tokens: &[u32],
-        salt: HashSalt,
-        out: &mut OverlapScores<W>,
-    ) {
-        thread_local! {
-            static SEQ: std::cell::RefCell<Vec<SequenceHash>> = const {
-                std::cell::RefCell::new(Vec::new())
-            };
-        }
-        let block_size = self.inner.block_size;
-        let mut find = |seq: &mut Vec<SequenceHash>| {
-            crate::hash::seq_hashes_into(tokens, block_size, salt, seq);
-            self.inner.find_into(Query::Seq(seq), out);
-        };
-        let reused = SEQ
-            .try_with(|cell| cell.try_borrow_mut().map(|mut seq| find(&mut seq)).is_ok())
-            .unwrap_or(false);
-        if !reused {
-            // This thread's buffer is in use or gone (the thread is being torn down).
-            find(&mut Vec::new());
-        }
-    }
-
-    /// For each worker, how many leading blocks of `local` it probably holds.
-    ///
-    /// ```
-    /// # use approx_kv_index::*;
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// assert!(index.find_matches(&[LocalBlockHash(1)]).scores.is_empty());
-    /// ```
-    pub fn find_matches(&self, local: &[LocalBlockHash]) -> OverlapScores<W> {
-        let mut out = OverlapScores::default();
-        self.inner.find_into(Query::Local(local), &mut out);
-        out
-    }
-
-    /// As [`find_matches`](Self::find_matches), into `out`: cleared first, then filled.
-    /// A router that keeps one `OverlapScores` per thread and passes it to every find
-    /// allocates nothing once its maps have grown to the number of workers that match.
-    ///
-    /// ```
-    /// # use approx_kv_index::*;
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 7);
-    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 2);
-    /// let mut found = OverlapScores::default();
-    /// index.find_matches_into(&local, &mut found);
-    /// assert_eq!(found.scores[&7], 2);
-    /// index.find_matches_into(&local[..1], &mut found); // reused: the old answer is gone
-    /// assert_eq!(found.scores[&7], 1);
-    /// # index.find_matches_into(&[], &mut found);
-    /// # assert!(found.scores.is_empty() && found.tree_sizes.is_empty());
-    /// ```
-    pub fn find_matches_into(&self, local: &[LocalBlockHash], out: &mut OverlapScores<W>) {
-        self.inner.find_into(Query::Local(local), out);
-    }
-
-    /// As [`find_matches`](Self::find_matches), from the query's *sequence* hashes (what
-    /// [`compute_seq_hashes`](crate::compute_seq_hashes) makes of its local hashes): for a
-    /// router that hashes a prompt once and passes the same hashes to the find and to
-    /// [`process_routing_decision`](Self::process_routing_decision), so the find chains
-    /// nothing. Given `compute_seq_hashes(local)`, the answer is `find_matches(local)`'s.
-    ///
-    /// ```
-    /// # use approx_kv_index::*;
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4, 5, 6], 2);
-    /// let seq = compute_seq_hashes(&local);
-    /// index.process_routing_decision(7, &local[..2], &seq[..2]).unwrap();
-    /// let found = index.find_matches_by_sequence(&seq);
-    /// assert_eq!(found.scores[&7], 2);
-    /// assert_eq!(found, index.find_matches(&local));
-    /// ```
-    pub fn find_matches_by_sequence(&self, seq: &[SequenceHash]) -> OverlapScores<W> {
-        let mut out = OverlapScores::default();
-        self.inner.find_into(Query::Seq(seq), &mut out);
-        out
-    }
-
-    /// As [`find_matches_by_sequence`](Self::find_matches_by_sequence), into `out`
-    /// (cleared first, then filled; see [`find_matches_into`](Self::find_matches_into)).
-    ///
-    /// ```
-    /// # use approx_kv_index::*;
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// let seq = compute_seq_hashes(&compute_block_hash_for_seq(&[1, 2, 3, 4], 2));
-    /// let mut found = OverlapScores::default();
-    /// index.find_matches_by_sequence_into(&seq, &mut found);
-    /// assert!(found.scores.is_empty());
-    /// ```
-    pub fn find_matches_by_sequence_into(&self, seq: &[SequenceHash], out: &mut OverlapScores<W>) {
-        self.inner.find_into(Query::Seq(seq), out);
-    }
-
-    /// As [`find_matches`](Self::find_matches), handing each worker's score to `visit`
-    /// instead of building an [`OverlapScores`]: `visit(worker, score)` is called once for
-    /// each worker that probably holds a leading run of the query (the workers and scores
-    /// `find_matches` reports, in no particular order; no tree sizes). Allocates nothing
-    /// once the thread's scratch has grown. `visit` runs inside the find, holding no lock:
-    /// it may call the index, but what such a call changes may or may not show in the rest
-    /// of this find's answer.
-    ///
-    /// ```
-    /// # use approx_kv_index::*;
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 7);
-    /// index.process_routing_decision_for_request(&[1, 2], 8);
-    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 2);
-    /// let mut best = (0, 0);
-    /// index.find_matches_with(&local, |worker, score| best = best.max((score, worker)));
-    /// assert_eq!(best, (2, 7));
-    /// ```
-    pub fn find_matches_with(&self, local: &[LocalBlockHash], visit: impl FnMut(W, u32)) {
-        self.inner
-            .find_into(Query::Local(local), &mut ScoreVisitor(visit));
-    }
-
-    /// As [`find_matches_with`](Self::find_matches_with), from the query's sequence hashes
-    /// (see [`find_matches_by_sequence`](Self::find_matches_by_sequence)): the router's
-    /// hashes, computed once, and no allocation, the cheapest find.
-    ///
-    /// ```
-    /// # use approx_kv_index::*;
-    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// let local = compute_block_hash_for_seq(&[1, 2, 3, 4], 2);
-    /// let seq = compute_seq_hashes(&local);
-    /// index.process_routing_decision(7, &local, &seq).unwrap();
-    /// let mut found = Vec::new();
-    /// index.find_matches_by_sequence_with(&seq[..1], |worker, score| found.push((worker, score)));
-    /// assert_eq!(found, [(7, 1)]);
-    /// ```
-    pub fn find_matches_by_sequence_with(&self, seq: &[SequenceHash], visit: impl FnMut(W, u32)) {
-        self.inner
-            .find_into(Query::Seq(seq), &mut ScoreVisitor(visit));
     }
 
     /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is
@@ -481,12 +286,12 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// workers never pile up on shared blocks under churn. Unknown ids are ignored.
     ///
     /// ```
-    /// # use approx_kv_index::ApproxKvIndexer;
+    /// # use approx_kv_index::{ApproxKvIndexer, Query};
     /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2], 4);
+    /// index.record(4, Query::tokens(&[1, 2])).unwrap();
     /// index.remove_worker(4);
     /// index.remove_worker(12345); // unknown: nothing happens
-    /// assert!(index.find_matches_for_request(&[1, 2]).scores.is_empty());
+    /// assert!(index.find(Query::tokens(&[1, 2])).scores.is_empty());
     /// ```
     pub fn remove_worker(&self, worker: WorkerId) {
         self.inner.workers.remove(worker);
@@ -500,15 +305,15 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// of a query. Like `tree_sizes`, it counts entries stored and not yet reclaimed.
     ///
     /// ```
-    /// use approx_kv_index::{ApproxKvIndexer, WorkerWithDpRank};
+    /// use approx_kv_index::{ApproxKvIndexer, Query, WorkerWithDpRank};
     /// let index = ApproxKvIndexer::builder()
     ///     .block_size(2)
     ///     .build_for::<WorkerWithDpRank>()
     ///     .unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], WorkerWithDpRank::new(7, 0));
-    /// index.process_routing_decision_for_request(&[9, 9], WorkerWithDpRank::new(7, 1));
+    /// index.record(WorkerWithDpRank::new(7, 0), Query::tokens(&[1, 2, 3, 4])).unwrap();
+    /// index.record(WorkerWithDpRank::new(7, 1), Query::tokens(&[9, 9])).unwrap();
     /// assert_eq!(index.worker_entries(7), 3);
-    /// let found = index.find_matches_for_request(&[1, 2]);
+    /// let found = index.find(Query::tokens(&[1, 2]));
     /// assert_eq!(found.tree_sizes[&WorkerWithDpRank::new(7, 0)], 2); // rank 0 only
     /// assert_eq!(index.worker_entries(8), 0);
     /// ```
@@ -534,13 +339,13 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// same settings and clock rebuilds the state: the same finds, expiring when the
     /// originals would (exact for entries whose sequence hashes are the chain of their
     /// tokens hashes, which all are unless a caller passed other hashes to
-    /// [`process_routing_decision`](Self::process_routing_decision)). Engine hashes are not
+    /// [`record`](Self::record) as [`Query::hashes`](crate::Query::hashes)). Engine hashes are not
     /// dumped, nor kept in snapshots.
     ///
     /// ```
-    /// # use approx_kv_index::ApproxKvIndexer;
+    /// # use approx_kv_index::{ApproxKvIndexer, Query};
     /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 4);
+    /// index.record(4, Query::tokens(&[1, 2, 3, 4])).unwrap();
     /// assert_eq!(index.dump_events().len(), 2);
     /// ```
     pub fn dump_events(&self) -> Vec<RouterEvent<W>> {
@@ -588,7 +393,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     ///
     /// ```
     /// use std::{sync::Arc, time::Duration};
-    /// use approx_kv_index::{ApproxKvIndexer, ManualClock};
+    /// use approx_kv_index::{ApproxKvIndexer, ManualClock, Query};
     /// let clock = Arc::new(ManualClock::new());
     /// let index = ApproxKvIndexer::builder()
     ///     .block_size(2)
@@ -597,9 +402,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     ///     .background_sweeper(false)
     ///     .build()
     ///     .unwrap();
-    /// index.process_routing_decision_for_request(&[1, 2, 3, 4], 1);
+    /// index.record(1, Query::tokens(&[1, 2, 3, 4])).unwrap();
     /// clock.advance(Duration::from_secs(10));
-    /// assert!(index.find_matches_for_request(&[1, 2]).scores.is_empty()); // reads are exact
+    /// assert!(index.find(Query::tokens(&[1, 2])).scores.is_empty()); // reads are exact
     /// assert_eq!(index.stats().entries, 2); // memory not yet reclaimed
     /// assert_eq!(index.sweep_expired(), 2);
     /// assert_eq!(index.stats().entries, 0);

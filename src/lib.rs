@@ -7,15 +7,15 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use approx_kv_index::ApproxKvIndexer;
+//! use approx_kv_index::{ApproxKvIndexer, Query};
 //!
 //! let index = ApproxKvIndexer::new(4, Duration::from_secs(120))?;
 //! let system_prompt: Vec<u32> = (0..8).collect();            // 2 blocks
 //! let mut chat = system_prompt.clone();
 //! chat.extend([100, 101, 102, 103]);                          // + 1 block
 //!
-//! index.process_routing_decision_for_request(&chat, 3);       // routed to worker 3
-//! let found = index.find_matches_for_request(&system_prompt);
+//! index.record(3, Query::tokens(&chat)).unwrap();       // routed to worker 3
+//! let found = index.find(Query::tokens(&system_prompt));
 //! assert_eq!(found.scores[&3], 2);                            // both blocks probably cached
 //! # Ok::<(), approx_kv_index::ConfigError>(())
 //! ```
@@ -88,6 +88,7 @@
 
 mod capacity;
 mod clock;
+mod compat;
 mod config;
 mod engine;
 mod error;
@@ -99,6 +100,7 @@ mod indexer;
 #[cfg(all(loom, test))]
 mod loom_models;
 mod prefetch;
+mod query;
 pub mod replication;
 mod scores;
 mod sharing;
@@ -129,9 +131,10 @@ pub use hash::{
     LocalBlockHash, SequenceHash, XXH3_SEED,
 };
 pub use indexer::ApproxKvIndexer;
+pub use query::Query;
 /// The hasher of [`OverlapScores`]' maps (re-exported from `rustc-hash`).
 pub use rustc_hash::FxBuildHasher;
-pub use scores::OverlapScores;
+pub use scores::{OverlapScores, ScoreSink};
 pub use snapshot::{Snapshot, SnapshotEntry, SnapshotError};
 pub use stats::IndexStats;
 pub use worker_key::{WorkerKey, WorkerWithDpRank};

@@ -30,14 +30,14 @@ const CHECKSUM: usize = 8;
 ///
 /// ```
 /// use std::time::Duration;
-/// use approx_kv_index::{ApproxKvIndexer, Snapshot};
+/// use approx_kv_index::{ApproxKvIndexer, Query, Snapshot};
 /// let index = ApproxKvIndexer::new(2, Duration::from_secs(60))?;
-/// index.process_routing_decision_for_request(&[1, 2, 3, 4], 7);
+/// index.record(7, Query::tokens(&[1, 2, 3, 4])).unwrap();
 /// let bytes = index.snapshot().to_bytes();
 ///
 /// let restarted = ApproxKvIndexer::new(2, Duration::from_secs(60))?;
 /// restarted.restore(&Snapshot::from_bytes(&bytes).unwrap()).unwrap();
-/// assert_eq!(restarted.find_matches_for_request(&[1, 2, 3, 4]).scores[&7], 2);
+/// assert_eq!(restarted.find(Query::tokens(&[1, 2, 3, 4])).scores[&7], 2);
 /// # Ok::<(), approx_kv_index::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

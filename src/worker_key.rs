@@ -38,15 +38,15 @@ impl WorkerKey for WorkerId {
 ///
 /// ```
 /// use std::time::Duration;
-/// use approx_kv_index::{ApproxKvIndexer, WorkerWithDpRank};
+/// use approx_kv_index::{ApproxKvIndexer, Query, WorkerWithDpRank};
 /// let index = ApproxKvIndexer::builder().block_size(2).build_for::<WorkerWithDpRank>()?;
 /// let (r0, r1) = (WorkerWithDpRank::new(7, 0), WorkerWithDpRank::new(7, 1));
-/// index.process_routing_decision_for_request(&[1, 2], r0);
-/// index.process_routing_decision_for_request(&[1, 2, 3, 4], r1);
-/// let found = index.find_matches_for_request(&[1, 2, 3, 4]);
+/// index.record(r0, Query::tokens(&[1, 2])).unwrap();
+/// index.record(r1, Query::tokens(&[1, 2, 3, 4])).unwrap();
+/// let found = index.find(Query::tokens(&[1, 2, 3, 4]));
 /// assert_eq!((found.scores[&r0], found.scores[&r1]), (1, 2));
 /// index.remove_worker(7); // every rank of worker 7
-/// assert!(index.find_matches_for_request(&[1, 2]).scores.is_empty());
+/// assert!(index.find(Query::tokens(&[1, 2])).scores.is_empty());
 /// # Ok::<(), approx_kv_index::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use approx_kv_index::{
-    compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, LocalBlockHash, SequenceHash,
+    compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, LocalBlockHash, Query,
+    SequenceHash,
 };
 use criterion::Criterion;
 
@@ -82,7 +83,7 @@ pub struct Loads(pub [AtomicU64; WORKERS]);
 /// record. Returns the worker and the request's block count (the caller tracks load).
 pub fn route(index: &ApproxKvIndexer, tokens: &[u32], loads: &Loads) -> (usize, u64) {
     let (local, seq) = hashes(tokens, index.block_size());
-    let found = index.find_matches(&local);
+    let found = index.find(Query::blocks(&local));
     let n = local.len() as u64;
     let mut best = (u64::MAX, 0);
     for w in 0..WORKERS {
@@ -93,7 +94,7 @@ pub fn route(index: &ApproxKvIndexer, tokens: &[u32], loads: &Loads) -> (usize, 
         }
     }
     let w = best.1;
-    let _ = index.process_routing_decision(w as u64, &local, &seq);
+    let _ = index.record(w as u64, Query::hashes(&local, &seq));
     (w, n)
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approx_kv_index::replication::{Action, Decision};
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, ManualClock, WorkerWithDpRank};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, ManualClock, Query, WorkerWithDpRank};
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
@@ -113,11 +113,11 @@ fn apply(decision: &Decision) {
     ranked.apply_decision(decision);
     if let Action::Route { blocks, .. } = &decision.action {
         assert!(plain
-            .find_matches(blocks)
+            .find(Query::blocks(blocks))
             .scores
             .values()
             .all(|&s| s as usize <= blocks.len()));
-        let _ = ranked.find_matches(blocks);
+        let _ = ranked.find(Query::blocks(blocks));
     }
     clock.advance(Duration::from_secs(61));
     plain.sweep_expired();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use approx_kv_index::{
     compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, ConfigError, LocalBlockHash,
-    ManualClock, RecordError, SequenceHash, XXH3_SEED,
+    ManualClock, Query, RecordError, SequenceHash, XXH3_SEED,
 };
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
@@ -81,7 +81,7 @@ fuzz_target!(|input: Input| {
     // Arbitrary precomputed hashes: mismatched lengths are rejected and store nothing.
     let raw_local: Vec<_> = input.local.iter().map(|&h| LocalBlockHash(h)).collect();
     let raw_seq: Vec<_> = input.seq.iter().map(|&h| SequenceHash(h)).collect();
-    match index.process_routing_decision(input.worker, &raw_local, &raw_seq) {
+    match index.record(input.worker, Query::hashes(&raw_local, &raw_seq)) {
         Ok(()) => assert_eq!(raw_local.len(), raw_seq.len()),
         Err(e) => {
             let want = RecordError::LengthMismatch {
@@ -94,19 +94,19 @@ fuzz_target!(|input: Input| {
         }
     }
     for query in [&raw_local, &local] {
-        let found = index.find_matches(query);
+        let found = index.find(Query::blocks(query));
         assert!(found.scores.values().all(|&s| s as usize <= query.len()));
     }
 
     // Read your writes: a recorded prompt scores fully for its worker.
-    index.process_routing_decision_for_request(tokens, input.worker);
-    let found = index.find_matches_for_request(tokens);
+    index.record(input.worker, Query::tokens(tokens)).unwrap();
+    let found = index.find(Query::tokens(tokens));
     assert!(found.scores.values().all(|&s| s as usize <= blocks));
     if blocks > 0 {
         assert_eq!(found.scores.get(&input.worker), Some(&(blocks as u32)));
     }
     index.remove_worker(input.worker);
-    assert!(index.find_matches_for_request(tokens).scores.is_empty());
+    assert!(index.find(Query::tokens(tokens)).scores.is_empty());
     index.shutdown();
     index.remove_worker(input.worker);
     let _ = index.sweep_expired();

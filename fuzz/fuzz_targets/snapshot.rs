@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approx_kv_index::{
-    ApproxKvIndexer, LocalBlockHash, ManualClock, SequenceHash, Snapshot, SnapshotEntry,
+    ApproxKvIndexer, LocalBlockHash, ManualClock, Query, SequenceHash, Snapshot, SnapshotEntry,
     SnapshotError, WorkerWithDpRank,
 };
 use arbitrary::Arbitrary;
@@ -95,9 +95,9 @@ fuzz_target!(|input: Input| {
     let _ = ranked.restore(&snapshot);
     for q in &input.queries {
         let tokens: Vec<u32> = q.iter().map(|&t| u32::from(t % 16)).collect();
-        let found = plain.find_matches_for_request(&tokens);
+        let found = plain.find(Query::tokens(&tokens));
         assert!(found.scores.values().all(|&s| s as usize <= tokens.len()));
-        let found = ranked.find_matches_for_request(&tokens);
+        let found = ranked.find(Query::tokens(&tokens));
         assert!(found.scores.values().all(|&s| s as usize <= tokens.len()));
     }
     let again = plain.snapshot();

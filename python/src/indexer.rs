@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use approx_kv_index::{ApproxKvIndexer, HashSalt, OverlapScores, Snapshot, WorkerWithDpRank};
+use approx_kv_index::{
+    ApproxKvIndexer, HashSalt, OverlapScores, Query, Snapshot, WorkerWithDpRank,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -83,11 +85,9 @@ impl PyIndexer {
         let key = WorkerWithDpRank::new(u64_arg(worker, || "worker".to_owned())?, rank);
         let tokens = self::tokens(tokens)?;
         let salt = HashSalt::new(lora, None);
-        py.detach(|| {
-            self.index
-                .process_routing_decision_for_request_salted(&tokens, key, salt)
-        });
-        Ok(())
+        // Tokens always carry their local hashes: a record of them cannot be refused.
+        let recorded = py.detach(|| self.index.record(key, Query::salted_tokens(&tokens, salt)));
+        recorded.map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
     }
 
     /// For each worker that probably holds a prefix of `tokens`, how many leading blocks
@@ -116,7 +116,7 @@ impl PyIndexer {
         let tokens = self::tokens(tokens)?;
         let salt = HashSalt::new(lora, None);
         let (found, sizes) = py.detach(|| {
-            let found = self.index.find_matches_for_request_salted(&tokens, salt);
+            let found = self.index.find(Query::salted_tokens(&tokens, salt));
             let mut workers: Vec<u64> = found.scores.keys().map(|k| k.worker_id).collect();
             workers.sort_unstable();
             workers.dedup();
@@ -236,6 +236,6 @@ impl PyIndexer {
     ) -> PyResult<OverlapScores<WorkerWithDpRank>> {
         let tokens = self::tokens(tokens)?;
         let salt = HashSalt::new(lora, None);
-        Ok(py.detach(|| self.index.find_matches_for_request_salted(&tokens, salt)))
+        Ok(py.detach(|| self.index.find(Query::salted_tokens(&tokens, salt))))
     }
 }

@@ -26,7 +26,7 @@ use crate::expiry::{Expiry, Timer};
 use crate::scores::ScoreSink;
 use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
-use crate::tree::{Query, ReadAt, Span, Tree};
+use crate::tree::{HashedQuery, ReadAt, Span, Tree};
 use crate::workers::{Keeping, Workers, Write};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
@@ -142,7 +142,11 @@ impl Engine {
         (!self.never).then_some(&self.expiry)
     }
 
-    pub(crate) fn find_into<W: WorkerKey>(&self, query: Query<'_>, out: &mut impl ScoreSink<W>) {
+    pub(crate) fn find_into<W: WorkerKey>(
+        &self,
+        query: HashedQuery<'_>,
+        out: &mut impl ScoreSink<W>,
+    ) {
         query.preload();
         self.finds.add(1);
         let guard = epoch::pin();

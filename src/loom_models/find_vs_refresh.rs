@@ -26,7 +26,7 @@ use loom::thread;
 use crate::scores::OverlapScores;
 use crate::slot::AllAlive;
 use crate::tree::claim::Claim;
-use crate::tree::{Block, Query, Tree};
+use crate::tree::{Block, HashedQuery, Tree};
 use crate::LocalBlockHash;
 
 const REFRESHED: u32 = 1;
@@ -71,7 +71,7 @@ fn find_races_an_in_place_refresh_of_a_claim_it_read() {
         let mut found = OverlapScores::<u64>::default();
         {
             let guard = crossbeam_epoch::pin();
-            tree.find_into(Query::Seq(&seq), NOW, &AllAlive, &guard, &mut found);
+            tree.find_into(HashedQuery::Seq(&seq), NOW, &AllAlive, &guard, &mut found);
         }
         refresher.join().unwrap();
         assert_eq!(found.scores.get(&u64::from(WHOLE)), Some(&2));

@@ -42,7 +42,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(index.apply_decision(&taken(1, 10)), Applied::Expired);
     /// assert_eq!(index.apply_decision(&taken(2, 3)), Applied::Applied);
     /// assert_eq!(index.apply_decision(&taken(2, 3)), Applied::Duplicate);
-    /// assert_eq!(index.find_matches(&[LocalBlockHash(9)]).scores[&2], 1);
+    /// assert_eq!(index.find(Query::blocks(&[LocalBlockHash(9)])).scores[&2], 1);
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn apply_decision(&self, decision: &Decision) -> Applied {
@@ -76,7 +76,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// };
     /// let outcomes = index.apply_decisions(&[route(1, 2), route(2, 3), route(2, 4)]);
     /// assert_eq!(outcomes, [Applied::Applied, Applied::Applied, Applied::Duplicate]);
-    /// assert_eq!(index.find_matches(&[LocalBlockHash(9)]).scores.len(), 2);
+    /// assert_eq!(index.find(Query::blocks(&[LocalBlockHash(9)])).scores.len(), 2);
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn apply_decisions(&self, decisions: &[Decision]) -> Vec<Applied> {

@@ -15,18 +15,18 @@
 //! every replica can subscribe to itself.
 //!
 //! ```
-//! use approx_kv_index::ApproxKvIndexer;
+//! use approx_kv_index::{ApproxKvIndexer, Query};
 //! use approx_kv_index::replication::{Applied, Decision};
 //!
 //! let a = ApproxKvIndexer::builder().block_size(2).replica_id(1).share_decisions(1024).build()?;
 //! let b = ApproxKvIndexer::builder().block_size(2).replica_id(2).build()?;
-//! a.process_routing_decision_for_request(&[1, 2, 3, 4], 7);
+//! a.record(7, Query::tokens(&[1, 2, 3, 4])).unwrap();
 //!
 //! let bytes = a.outbox().unwrap().pop().unwrap().encode(); // what goes on the wire
 //! let decision = Decision::decode(&bytes).unwrap();
 //! assert_eq!(b.apply_decision(&decision), Applied::Applied);
 //! assert_eq!(b.apply_decision(&decision), Applied::Duplicate);
-//! assert_eq!(b.find_matches_for_request(&[1, 2, 3, 4]).scores[&7], 2);
+//! assert_eq!(b.find(Query::tokens(&[1, 2, 3, 4])).scores[&7], 2);
 //! # Ok::<(), approx_kv_index::ConfigError>(())
 //! ```
 

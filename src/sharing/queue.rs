@@ -21,10 +21,10 @@ use super::decision::Decision;
 ///
 /// ```
 /// use std::time::Duration;
-/// use approx_kv_index::ApproxKvIndexer;
+/// use approx_kv_index::{ApproxKvIndexer, Query};
 /// let index = ApproxKvIndexer::builder().block_size(2).share_decisions(1).build()?;
-/// index.process_routing_decision_for_request(&[1, 2], 0);
-/// index.process_routing_decision_for_request(&[3, 4], 0); // the outbox is full: dropped
+/// index.record(0, Query::tokens(&[1, 2])).unwrap();
+/// index.record(0, Query::tokens(&[3, 4])).unwrap(); // the outbox is full: dropped
 /// let outbox = index.outbox().unwrap();
 /// assert!(outbox.pop().is_some());
 /// assert!(outbox.pop().is_none());

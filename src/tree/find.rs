@@ -62,18 +62,18 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 /// A find's query: its blocks' local hashes (the find chains them into sequence hashes as
 /// far as its probes need), or their sequence hashes, computed once by the caller.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Query<'a> {
+pub(crate) enum HashedQuery<'a> {
     /// Local hashes, chained here.
     Local(&'a [LocalBlockHash]),
     /// Sequence hashes, probed as they are.
     Seq(&'a [SequenceHash]),
 }
 
-impl Query<'_> {
+impl HashedQuery<'_> {
     fn len(self) -> usize {
         match self {
-            Query::Local(local) => local.len(),
-            Query::Seq(seq) => seq.len(),
+            HashedQuery::Local(local) => local.len(),
+            HashedQuery::Seq(seq) => seq.len(),
         }
     }
 
@@ -86,7 +86,7 @@ impl Query<'_> {
     /// needs.
     #[inline]
     pub(crate) fn preload(self) {
-        if let Query::Seq(seq) = self {
+        if let HashedQuery::Seq(seq) = self {
             if let Some(first) = seq.first() {
                 prefetch(first);
             }
@@ -100,13 +100,13 @@ impl Query<'_> {
 /// A query's node keys as a find reads them: chained from local hashes into `chained` as
 /// far as needed.
 struct Keys<'q, 's> {
-    query: Query<'q>,
+    query: HashedQuery<'q>,
     chain: SeqChain,
     chained: &'s mut Vec<SequenceHash>,
 }
 
 impl<'q, 's> Keys<'q, 's> {
-    fn new(query: Query<'q>, chained: &'s mut Vec<SequenceHash>) -> Self {
+    fn new(query: HashedQuery<'q>, chained: &'s mut Vec<SequenceHash>) -> Self {
         Self {
             query,
             chain: SeqChain::default(),
@@ -128,8 +128,8 @@ impl QueryKeys for Keys<'_, '_> {
     #[inline]
     fn key(&mut self, k: usize) -> u64 {
         match self.query {
-            Query::Seq(seq) => seq[k].0,
-            Query::Local(local) => {
+            HashedQuery::Seq(seq) => seq[k].0,
+            HashedQuery::Local(local) => {
                 self.chain_to(local, k + 1);
                 self.chained[k].0
             }
@@ -139,8 +139,8 @@ impl QueryKeys for Keys<'_, '_> {
     #[inline]
     fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash] {
         match self.query {
-            Query::Seq(seq) => &seq[range],
-            Query::Local(local) => {
+            HashedQuery::Seq(seq) => &seq[range],
+            HashedQuery::Local(local) => {
                 self.chain_to(local, range.end);
                 &self.chained[range]
             }
@@ -149,7 +149,7 @@ impl QueryKeys for Keys<'_, '_> {
 
     #[inline]
     fn at_hand(&self) -> bool {
-        matches!(self.query, Query::Seq(_))
+        matches!(self.query, HashedQuery::Seq(_))
     }
 }
 
@@ -221,7 +221,7 @@ impl Tree {
     /// and keeps its capacity).
     pub(crate) fn find_into<W: WorkerKey>(
         &self,
-        query: Query<'_>,
+        query: HashedQuery<'_>,
         now: u64,
         workers: &impl SlotOwners,
         guard: &Guard,
@@ -261,7 +261,7 @@ impl Tree {
     /// they part.
     fn find_nested<W: WorkerKey>(
         &self,
-        query: Query<'_>,
+        query: HashedQuery<'_>,
         reading: Reading<'_, impl SlotOwners>,
         scratch: &mut Scratch,
         out: &mut impl ScoreSink<W>,
@@ -328,7 +328,7 @@ impl Tree {
 
     /// A galloping find's first step: probes block 0 (and starts loading the last
     /// block's bucket, probed next, so that its miss overlaps this one's; the query's keys
-    /// were prefetched first thing: `Query::preload`). Where the first block's live
+    /// were prefetched first thing: `HashedQuery::preload`). Where the first block's live
     /// holders all end, if that is known now (the query ends in or leaves the run that the
     /// first block begins: one compare; or it is one block long), they are reported
     /// straight from the holders, with no active set, and the find is over (`None`: a
@@ -469,7 +469,7 @@ impl Tree {
     /// The block-by-block walk, for when holder sets may not be nested.
     fn find_walk<W: WorkerKey>(
         &self,
-        query: Query<'_>,
+        query: HashedQuery<'_>,
         reading: Reading<'_, impl SlotOwners>,
         scratch: &mut Scratch,
         out: &mut impl ScoreSink<W>,

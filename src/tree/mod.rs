@@ -34,7 +34,7 @@ use crate::{LocalBlockHash, SequenceHash};
 
 use claim::Claim;
 pub(crate) use export::{LiveEntry, ReadAt};
-pub(crate) use find::Query;
+pub(crate) use find::HashedQuery;
 pub(crate) use holder::{Holder, Holders};
 pub(crate) use map::SHARDS;
 use map::{Entry, NodeMap};

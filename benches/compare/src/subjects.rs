@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, SequenceHash};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, Query, SequenceHash};
 use dynamo_kv_router::approx::PruneConfig;
 use dynamo_kv_router::indexer::{KvIndexer, KvIndexerInterface, KvIndexerMetrics};
 use dynamo_kv_router::protocols::{
@@ -101,18 +101,18 @@ impl Subject for Ours {
         // The callback form, as SMG's `score_into`: nothing allocated, no answer built;
         // from the sequence hashes the router computed once (hashing counts them), which
         // the record takes too.
-        self.0.find_matches_by_sequence_with(&h.1, |w, s| {
+        self.0.find_into(Query::sequence(&h.1), &mut |w, s| {
             overlap[w as usize] = s;
         });
     }
     async fn record(&self, h: &Self::Hashes, worker: u64) {
-        let _ = self.0.process_routing_decision(worker, &h.0, &h.1);
+        let _ = self.0.record(worker, Query::hashes(&h.0, &h.1));
     }
     async fn find_tokens(&self, tokens: &[u32]) -> usize {
-        self.0.find_matches_for_request(tokens).scores.len()
+        self.0.find(Query::tokens(tokens)).scores.len()
     }
     async fn record_tokens(&self, tokens: &[u32], worker: u64) {
-        self.0.process_routing_decision_for_request(tokens, worker);
+        let _ = self.0.record(worker, Query::tokens(tokens));
     }
     async fn flush(&self) {}
     fn reclaimed(&self) -> Option<bool> {

@@ -39,12 +39,12 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use approx_kv_index::ApproxKvIndexer;
+//! use approx_kv_index::{ApproxKvIndexer, Query};
 //! use approx_kv_index::replication::redis::{RedisConfig, RedisSync};
 //!
 //! let index = Arc::new(ApproxKvIndexer::builder().share_decisions(65_536).build()?);
 //! let sync = RedisSync::start(Arc::clone(&index), RedisConfig::new("redis://:secret@127.0.0.1:6379"))?;
-//! index.process_routing_decision_for_request(&[1; 64], 3); // also reaches the other replicas
+//! index.record(3, Query::tokens(&[1; 64])).unwrap(); // also reaches the other replicas
 //! println!("{:?}", sync.stats());
 //! sync.shutdown(); // joins its threads (as dropping it does)
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -45,7 +45,7 @@ fn oracle(tree: &Tree, seq: &[SequenceHash], slots: u32, now: u64) -> BTreeMap<u
         .collect()
 }
 
-fn find(tree: &Tree, query: Query<'_>, now: u64) -> BTreeMap<u64, u32> {
+fn find(tree: &Tree, query: HashedQuery<'_>, now: u64) -> BTreeMap<u64, u32> {
     let guard = crossbeam_epoch::pin();
     let mut answer = Answer::default();
     tree.find_into(query, now, &AllAlive, &guard, &mut answer);
@@ -96,23 +96,27 @@ fn finds_across_runs_match_the_oracle() {
         for end in 1..=query.len() {
             let q = &query[..end];
             let expected = oracle(&tree, q, 8, 50);
-            assert_eq!(find(&tree, Query::Seq(q), 50), expected, "blocks ..{end}");
+            assert_eq!(
+                find(&tree, HashedQuery::Seq(q), 50),
+                expected,
+                "blocks ..{end}"
+            );
             // The same query from local hashes, chained as far as the probes need.
             let local_q: Vec<LocalBlockHash> = if query.as_ptr() == seq.as_ptr() {
                 local[..end].to_vec()
             } else {
                 branch_local[..end].to_vec()
             };
-            assert_eq!(find(&tree, Query::Local(&local_q), 50), expected);
+            assert_eq!(find(&tree, HashedQuery::Local(&local_q), 50), expected);
             // Past what anyone holds: the answer stays.
             let mut longer = local_q.clone();
             longer.extend_from_slice(&other_local);
             let longer_seq = crate::compute_seq_hashes(&longer);
-            assert_eq!(find(&tree, Query::Seq(&longer_seq), 50), expected);
+            assert_eq!(find(&tree, HashedQuery::Seq(&longer_seq), 50), expected);
         }
     }
     // Expired claims read as absent in every run.
-    assert!(find(&tree, Query::Seq(&seq), 100).is_empty());
+    assert!(find(&tree, HashedQuery::Seq(&seq), 100).is_empty());
 }
 
 /// Cuts (a second holder on part of a run) leave heads whose spans match their runs, and
@@ -135,11 +139,14 @@ fn cut_runs_keep_their_spans_and_answers() {
         assert_spans(&tree);
         for n in [1, 2, 12, 13, 14, 30, 31, 32, 49, 50, 51, 62, 63, 64] {
             let q = &seq[..n];
-            assert_eq!(find(&tree, Query::Seq(q), 99), oracle(&tree, q, 6, 99));
+            assert_eq!(
+                find(&tree, HashedQuery::Seq(q), 99),
+                oracle(&tree, q, 6, 99)
+            );
         }
     }
     // Slot 5's claims outlive the others: its whole run from 50 on, the others' are gone.
-    let late = find(&tree, Query::Seq(&seq), 104);
+    let late = find(&tree, HashedQuery::Seq(&seq), 104);
     assert_eq!(late, BTreeMap::from([(5, 63)]));
 }
 
@@ -298,7 +305,7 @@ fn finds_end_on(
             raise: raise.map(|slot| (slot, end - 1)),
             answer: Answer::default(),
         };
-        tree.find_into(Query::Seq(q), now, &AllAlive, &guard, &mut sink);
+        tree.find_into(HashedQuery::Seq(q), now, &AllAlive, &guard, &mut sink);
         let after = oracle(&tree, q, 6, now);
         for (&worker, &d) in &sink.answer.0 {
             let slot = worker as u32;
@@ -325,9 +332,9 @@ fn finds_end_on(
         // The block-by-block walk matches the oracle whatever the sets.
         tree.nested
             .store(false, std::sync::atomic::Ordering::Relaxed);
-        proptest::prop_assert_eq!(find(&tree, Query::Seq(q), now), after.clone());
+        proptest::prop_assert_eq!(find(&tree, HashedQuery::Seq(q), now), after.clone());
         let local_q = &local[..end];
-        proptest::prop_assert_eq!(find(&tree, Query::Local(local_q), now), after);
+        proptest::prop_assert_eq!(find(&tree, HashedQuery::Local(local_q), now), after);
         tree.nested
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, ManualClock};
+use approx_kv_index::{ApproxKvIndexer, ManualClock, Query};
 use parking_lot::Mutex;
 
 use crate::args::Pace;
@@ -243,13 +243,13 @@ fn route_all(
                 replicas.loads(r, now_ms, &mut loads);
                 let index = replicas.index(r);
                 let t0 = Instant::now();
-                let found = index.find_matches(&req.local);
+                let found = index.find(Query::blocks(&req.local));
                 let t1 = Instant::now();
                 let overlap = |w: usize| found.scores.get(&(w as u64)).copied().unwrap_or(0);
                 let w = setup.balance.choose(&loads, overlap, i);
                 let t2 = Instant::now();
                 // Equal lengths by construction: the error cannot happen.
-                let _ = index.process_routing_decision(w as u64, &req.local, &req.seq);
+                let _ = index.record(w as u64, Query::hashes(&req.local, &req.seq));
                 let t3 = Instant::now();
                 t.find_ns.push((t1 - t0).as_nanos() as u64);
                 t.record_ns.push((t3 - t2).as_nanos() as u64);
