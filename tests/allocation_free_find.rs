@@ -2,13 +2,14 @@
 //! workers that match, a find allocates nothing. Counted by a global allocator that counts
 //! the calling thread's allocations (its own test binary, so no other test's threads count).
 
-mod common;
+mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::Duration;
 
 use approx_kv_index::*;
+use support::index::{manual_index, tokens};
 
 struct CountingAllocator;
 
@@ -46,10 +47,11 @@ fn allocations_during(f: impl FnOnce()) -> usize {
 
 #[test]
 fn a_warm_find_into_allocates_nothing() {
-    let (index, _clock) = common::manual_index(4, Duration::from_secs(60));
-    let prompt = common::tokens(0, 400); // 100 blocks
-                                         // 200 workers holding prefixes of every length (both find paths' scans, the last-block
-                                         // probe).
+    let (index, _clock) = manual_index(4, Duration::from_secs(60));
+    let prompt = tokens(0, 400); // 100 blocks
+
+    // 200 workers holding prefixes of every length (both find paths' scans, the last-block
+    // probe).
     for w in 0..200u64 {
         index.process_routing_decision_for_request(&prompt[..4 * (1 + w as usize % 100)], w);
     }
@@ -134,8 +136,8 @@ fn a_warm_find_into_allocates_nothing() {
 /// form not even the answer), and they report what `find_matches` reports.
 #[test]
 fn warm_finds_by_sequence_and_by_callback_allocate_nothing() {
-    let (index, _clock) = common::manual_index(4, Duration::from_secs(60));
-    let prompt = common::tokens(0, 400); // 100 blocks
+    let (index, _clock) = manual_index(4, Duration::from_secs(60));
+    let prompt = tokens(0, 400); // 100 blocks
     for w in 0..200u64 {
         index.process_routing_decision_for_request(&prompt[..4 * (1 + w as usize % 100)], w);
     }
@@ -178,8 +180,8 @@ fn warm_finds_by_sequence_and_by_callback_allocate_nothing() {
 /// blocks nor breaks the find that is running.
 #[test]
 fn a_callback_may_call_the_index() {
-    let (index, _clock) = common::manual_index(4, Duration::from_secs(60));
-    let prompt = common::tokens(0, 40); // 10 blocks
+    let (index, _clock) = manual_index(4, Duration::from_secs(60));
+    let prompt = tokens(0, 40); // 10 blocks
     for w in 0..8u64 {
         index.process_routing_decision_for_request(&prompt[..4 * (1 + w as usize)], w);
     }

@@ -1,7 +1,7 @@
 //! Bounded memory: per-worker and global caps, evicting least recently recorded
 //! decisions, deepest blocks first.
 
-mod common;
+mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use approx_kv_index::*;
-use common::tokens;
+use support::index::tokens;
 
 /// A capped index whose manual clock ticks one microsecond per call to `tick`: decisions
 /// recorded at the same clock reading are equally recent (see `same_instant_decisions_tie`).
@@ -23,7 +23,7 @@ fn capped_on(
     ttl: Duration,
     clock: Arc<ManualClock>,
 ) -> ApproxKvIndexer {
-    common::capped_on(&clock, ttl, per_worker, total)
+    support::index::capped_on(&clock, ttl, per_worker, total)
 }
 
 #[test]

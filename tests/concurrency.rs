@@ -1,6 +1,6 @@
 //! Many threads at once, and the life of the sweeper thread.
 
-mod common;
+mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use approx_kv_index::*;
-use common::{thread_count, tokens};
+use support::index::{thread_count, tokens};
 
 /// Each thread owns one worker and a private prompt suffix under a shared prefix; after
 /// every record it must see its own whole prompt (read your writes) and never a score

@@ -2,7 +2,7 @@
 //! applied one at a time and in order, different origins' without waiting for each other,
 //! and the result is the one of applying them on one thread.
 
-mod common;
+mod support;
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -112,7 +112,7 @@ fn decisions_of(origins: u64) -> Vec<Vec<Decision>> {
     clock.set(EPOCH);
     (0..origins)
         .map(|origin| {
-            let replica = common::sharing_replica(100 + origin, &clock, TTL)
+            let replica = support::index::sharing_replica(100 + origin, &clock, TTL)
                 .share_decisions(1 << 16)
                 .build()
                 .unwrap();
@@ -136,7 +136,9 @@ fn decisions_of(origins: u64) -> Vec<Vec<Decision>> {
 fn fresh() -> ApproxKvIndexer {
     let clock = Arc::new(ManualClock::new());
     clock.set(EPOCH);
-    common::sharing_replica(1, &clock, TTL).build().unwrap()
+    support::index::sharing_replica(1, &clock, TTL)
+        .build()
+        .unwrap()
 }
 
 #[test]

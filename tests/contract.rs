@@ -1,13 +1,13 @@
 //! Regressions for contract defects found by held-out testing (issue 9): each test is the
 //! documented promise, in the smallest case that broke it.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use approx_kv_index::*;
-use common::{capped_on, tokens};
+use support::index::{capped_on, tokens};
 
 /// A manual-clock index (no background sweeper) with block size 1 and the given caps.
 fn index_with(

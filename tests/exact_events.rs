@@ -1,11 +1,11 @@
 //! Exact KV events alongside approximate routing decisions.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use approx_kv_index::*;
-use common::{manual_index, tokens};
+use support::index::{manual_index, tokens};
 
 const TTL: Duration = Duration::from_secs(10);
 

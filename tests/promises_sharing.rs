@@ -4,7 +4,7 @@
 //! test, each quoting the sentence it checks. Time is driven by manual clocks, never by
 //! sleeping.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +32,7 @@ fn manual(at: Duration) -> Arc<ManualClock> {
 
 /// A block-size-1 replica whose index clock and wall clock are both `clock`.
 fn replica_on(id: u64, clock: &Arc<ManualClock>) -> Builder {
-    common::sharing_replica(id, clock, TTL)
+    support::index::sharing_replica(id, clock, TTL)
 }
 
 fn drain<W: WorkerKey>(from: &ApproxKvIndexer<W>) -> Vec<Decision> {

@@ -1,7 +1,7 @@
 //! Sharing decisions between replicas, without a transport: decisions taken from one
 //! index's outbox, encoded, decoded and applied to others.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ fn replica(id: u64, clock: &Arc<ManualClock>) -> ApproxKvIndexer {
 }
 
 fn replica_builder(id: u64, clock: &Arc<ManualClock>) -> approx_kv_index::Builder {
-    common::sharing_replica(id, clock, TTL)
+    support::index::sharing_replica(id, clock, TTL)
 }
 
 fn clock() -> Arc<ManualClock> {

@@ -1,11 +1,11 @@
 //! The seed's (Dynamo's actor-based indexer) seven tests, rewritten for a synchronous API:
 //! no spinning, no sleeps; expiry is driven by a manual clock.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::manual_index;
+use support::index::manual_index;
 
 const BLOCK: u32 = 4;
 

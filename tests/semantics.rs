@@ -1,12 +1,12 @@
 //! The contract of `ApproxKvIndexer`, one rule per test, on a manual clock.
 
-mod common;
+mod support;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use approx_kv_index::*;
-use common::{manual_index, tokens};
+use support::index::{manual_index, tokens};
 
 const TTL: Duration = Duration::from_secs(10);
 

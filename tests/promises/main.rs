@@ -3,8 +3,8 @@
 //! sentence it checks. Time is driven by manual clocks (or a test clock of its own where
 //! a reading beyond what `ManualClock` can show is needed), never by sleeping.
 
-#[path = "../common/mod.rs"]
-mod common;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use approx_kv_index::replication::{Action, Applied, MAX_BLOCKS};
 use approx_kv_index::*;
-use common::{capped_on, manual_index, tokens};
+use support::index::{capped_on, manual_index, tokens};
 
 const TTL: Duration = Duration::from_secs(10);
 const NS: Duration = Duration::from_nanos(1);

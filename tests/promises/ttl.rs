@@ -180,7 +180,11 @@ fn a_clock_reading_beyond_the_range_is_the_end_of_the_range() {
 fn an_older_shared_decision_never_shortens_a_later_local_one() {
     let clock = Arc::new(ManualClock::new());
     clock.set(EPOCH);
-    let replica = |id: u64| common::sharing_replica(id, &clock, TTL).build().unwrap();
+    let replica = |id: u64| {
+        support::index::sharing_replica(id, &clock, TTL)
+            .build()
+            .unwrap()
+    };
     let (a, b) = (replica(1), replica(2));
     a.process_routing_decision_for_request(&[1, 2], 7);
     clock.advance(Duration::from_secs(5));

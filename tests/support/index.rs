@@ -1,5 +1,5 @@
-//! Helpers shared by the integration tests.
-#![allow(dead_code)]
+//! Indexes and inputs the tests build: manual-clock indexes (plain, capped, sharing their
+//! decisions), prompts, and a thread count for leak checks.
 
 use std::sync::Arc;
 use std::time::Duration;
