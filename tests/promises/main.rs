@@ -6,7 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,6 @@ const EPOCH: Duration = Duration::from_secs(1_700_000_000);
 mod caps;
 mod clocks;
 mod events;
-mod finds;
 mod reclaim;
 mod sharing;
 mod snapshot;

@@ -1,10 +1,14 @@
-//! Indexes and inputs the tests build: manual-clock indexes (plain, capped, sharing their
-//! decisions), prompts, and a thread count for leak checks.
+//! Indexes and inputs the tests build: manual-clock indexes (plain, capped, keyed by
+//! data-parallel ranks, sharing their decisions), prompts and their hashes, scores, and a
+//! thread count for leak checks.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use approx_kv_index::{ApproxKvIndexer, Builder, ManualClock};
+use approx_kv_index::{
+    compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, Builder, LocalBlockHash,
+    ManualClock, SequenceHash, WorkerId, WorkerKey, WorkerWithDpRank,
+};
 
 /// An index on a manual clock with no background sweeper: fully deterministic.
 pub fn manual_index(block_size: u32, ttl: Duration) -> (ApproxKvIndexer, Arc<ManualClock>) {
@@ -62,4 +66,56 @@ pub fn sharing_replica(id: u64, clock: &Arc<ManualClock>, ttl: Duration) -> Buil
         .background_sweeper(false)
         .replica_id(id)
         .share_decisions(1024)
+}
+
+/// A manual-clock index (no background sweeper) with block size 1 and the given caps.
+pub fn index_with(
+    ttl: Duration,
+    per_worker: Option<usize>,
+    total: Option<usize>,
+) -> (ApproxKvIndexer, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new());
+    (capped_on(&clock, ttl, per_worker, total), clock)
+}
+
+/// A manual-clock index keyed by data-parallel ranks.
+pub fn ranked_index(
+    block_size: u32,
+    ttl: Duration,
+) -> (ApproxKvIndexer<WorkerWithDpRank>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new());
+    let index = ApproxKvIndexer::builder()
+        .block_size(block_size)
+        .ttl(ttl)
+        .clock(clock.clone())
+        .background_sweeper(false)
+        .build_for::<WorkerWithDpRank>()
+        .unwrap();
+    (index, clock)
+}
+
+/// Local and sequence hashes of `tokens`.
+pub fn chain(tokens: &[u32], block_size: u32) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
+    let local = compute_block_hash_for_seq(tokens, block_size);
+    let seq = compute_seq_hashes(&local);
+    (local, seq)
+}
+
+/// `worker`'s score for `tokens`, if it has one.
+pub fn score<W: WorkerKey>(index: &ApproxKvIndexer<W>, tokens: &[u32], worker: W) -> Option<u32> {
+    index
+        .find_matches_for_request(tokens)
+        .scores
+        .get(&worker)
+        .copied()
+}
+
+/// `worker`'s score for `tokens`, 0 if it has none.
+pub fn score_or_zero(index: &ApproxKvIndexer, tokens: &[u32], worker: WorkerId) -> u32 {
+    index
+        .find_matches_for_request(tokens)
+        .scores
+        .get(&worker)
+        .copied()
+        .unwrap_or(0)
 }

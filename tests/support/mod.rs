@@ -5,6 +5,7 @@
 //! proptest settings.
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod events;
 pub mod harness;
 pub mod index;
 pub mod model;

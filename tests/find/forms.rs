@@ -1,6 +1,16 @@
-//! Promises: Finds: the forms agree, the answer's shape, the counters.
+//! Every find form agrees with `find_matches` (past 64 workers, with expired and removed
+//! workers, galloping and walking), `OverlapScores::best`, every form counting as one find,
+//! and a find that ends when a claim it already read is refreshed under it.
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+use super::TTL;
+use crate::support::events::{block, stored, stored_ours};
+use crate::support::index::{chain, manual_index, score, tokens};
 
 /// Checks that every find form gives `find_matches`' answer for `query` (tokens), and
 /// returns it. src/indexer.rs: `find_matches_by_sequence`: "Given `compute_seq_hashes(local)`,
@@ -179,8 +189,6 @@ fn every_find_form_counts_as_one_find() {
     }
     assert_eq!(index.stats().records, 2, "finds record nothing");
 }
-
-// ---------------------------------------------------------------------------------------
 
 /// A find ends, and reports a state the index was in, when a claim it already read changes
 /// under it. docs/design.md, "Why every find ends": "each turn of the search drops a worker

@@ -1,9 +1,13 @@
 //! The one find and the one record, by [`Query`]: every form of a prompt finds and records
+
 //! the same blocks, rejected records store and share nothing, every kind of sink gets the
+
 //! same answer, and Dynamo's names (`src/compat.rs`) answer as the calls they wrap.
 
 use std::collections::BTreeMap;
+
 use std::sync::Arc;
+
 use std::time::Duration;
 
 use approx_kv_index::*;

@@ -1,4 +1,6 @@
-//! Worker identity with data-parallel ranks.
+//! Workers keyed by data-parallel rank (`WorkerWithDpRank`): ranks are separate caches;
+//! removing a worker removes all its ranks and only them; events and dumps carry the rank;
+//! plain ids are rank 0; `worker_entries` sums every rank.
 
 use std::time::Duration;
 
