@@ -4,7 +4,6 @@
 mod support;
 
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use approx_kv_index::*;
@@ -188,53 +187,6 @@ fn stored_events_count_toward_the_caps() {
     assert_eq!(index.stats().entries, 11);
 }
 
-/// Issue 9, item 6: a "never" TTL (`Duration::MAX`) ran out after about 146 years.
-#[test]
-fn a_never_ttl_never_ends() {
-    let (index, clock) = index_with(Duration::MAX, None, None);
-    index.process_routing_decision_for_request(&[1, 2], 0);
-    for years in [147u64, 300, 584] {
-        clock.set(Duration::from_secs(years * 365 * 24 * 3600));
-        assert_eq!(score(&index, &[1, 2], 0), 2, "gone after {years} years");
-    }
-    clock.set(Duration::MAX);
-    assert_eq!(score(&index, &[1, 2], 0), 2, "gone at the end of time");
-    assert_eq!(index.sweep_expired(), 0);
-}
-
-/// Issue 9, item 7: past 2^63 ns (about 292 years) the index's time stood still: a 10 s
-/// entry was still found 11 s later. Time now runs to 2^64 - 1 ns, the range of
-/// `ManualClock`.
-#[test]
-fn clocks_past_two_to_the_63_keep_time() {
-    let ttl = Duration::from_secs(10);
-    for start in [
-        1u64 << 63,
-        300 * 365 * 24 * 3600 * 1_000_000_000,
-        u64::MAX - 20_000_000_000,
-    ] {
-        let (index, clock) = index_with(ttl, None, None);
-        clock.set(Duration::from_nanos(start));
-        index.process_routing_decision_for_request(&[1, 2], 0);
-        clock.advance(Duration::from_secs(9));
-        assert_eq!(score(&index, &[1, 2], 0), 2, "at {start} + 9 s");
-        clock.advance(Duration::from_secs(1));
-        assert_eq!(score(&index, &[1, 2], 0), 0, "at {start} + 10 s");
-        clock.advance(Duration::from_secs(1));
-        assert_eq!(index.sweep_expired(), 2);
-        assert_eq!(index.stats().entries, 0);
-    }
-    // At the end of the clock's range, a TTL that would reach past it ends there.
-    let (index, clock) = index_with(ttl, None, None);
-    clock.set(Duration::from_nanos(u64::MAX - 5_000_000_000));
-    index.process_routing_decision_for_request(&[1], 0);
-    clock.set(Duration::from_nanos(u64::MAX - 1));
-    assert_eq!(score(&index, &[1], 0), 1);
-    clock.advance(Duration::from_secs(1)); // ManualClock saturates at u64::MAX ns
-    assert_eq!(score(&index, &[1], 0), 0);
-    assert_eq!(index.sweep_expired(), 1);
-}
-
 /// Issue 9, item 9: engines publish their own block hashes; a find looks blocks up by this
 /// index's chain of tokens hashes. Stored blocks were filed under the engine's hashes, so
 /// they were never found.
@@ -268,34 +220,4 @@ fn blocks_stored_under_engine_hashes_are_found() {
     index.sweep_expired();
     assert_eq!(index.stats().entries, 6);
     assert_eq!(index.find_matches(&local).scores[&2], 6);
-}
-
-/// Issue 9, item 10: when the sweeper falls behind, recording callers reclaim due entries
-/// themselves without waiting (`engine::sweep` has the deterministic unit test,
-/// `benches/soak.rs` measures the plateau under overload). Here the manual clock leaps far
-/// past the sweeper's last sweep; whoever reclaims, memory comes back with no
-/// `sweep_expired`.
-#[test]
-fn memory_comes_back_without_sweep_expired() {
-    let clock = Arc::new(ManualClock::new());
-    let index = ApproxKvIndexer::builder()
-        .block_size(1)
-        .ttl(Duration::from_secs(1))
-        .tick(Duration::from_millis(10))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    for p in 0..100u32 {
-        index.process_routing_decision_for_request(&[p, 1, 2, 3], 0);
-    }
-    assert_eq!(index.stats().entries, 400);
-    clock.advance(Duration::from_secs(2)); // all due, hundreds of ticks behind
-    for p in 0..100u32 {
-        index.process_routing_decision_for_request(&[1_000 + p, 1, 2, 3], 0);
-    }
-    index.shutdown(); // waits for a sweep in progress, so the counts are final
-                      // The recorders reclaimed (or the sweeper did, if it woke meanwhile).
-    let stats = index.stats();
-    assert_eq!(stats.entries, 400, "{stats:?}");
-    assert_eq!(stats.expirations, 400, "{stats:?}");
 }

@@ -3,42 +3,13 @@
 mod support;
 
 use std::collections::HashSet;
-
 use std::time::Duration;
 
 use approx_kv_index::*;
 
-use support::index::{manual_index, tokens};
+use support::index::manual_index;
 
 const TTL: Duration = Duration::from_secs(10);
-
-#[test]
-fn ttl_boundary_is_exact_for_reads() {
-    let (index, clock) = manual_index(4, TTL);
-    index.process_routing_decision_for_request(&tokens(0, 8), 1);
-    clock.advance(TTL - Duration::from_nanos(1));
-    assert_eq!(index.find_matches_for_request(&tokens(0, 8)).scores[&1], 2);
-    clock.advance(Duration::from_nanos(1)); // exactly t + ttl
-    assert!(index
-        .find_matches_for_request(&tokens(0, 8))
-        .scores
-        .is_empty());
-}
-
-#[test]
-fn refresh_of_a_prefix_keeps_the_prefix_only() {
-    let (index, clock) = manual_index(4, TTL);
-    index.process_routing_decision_for_request(&tokens(0, 12), 1); // 3 blocks at t=0
-    clock.advance(Duration::from_secs(6));
-    index.process_routing_decision_for_request(&tokens(0, 4), 1); // block 1 refreshed at t=6
-    clock.advance(Duration::from_secs(5)); // t=11: blocks 2,3 expired, block 1 live
-    assert_eq!(index.find_matches_for_request(&tokens(0, 12)).scores[&1], 1);
-    assert_eq!(index.sweep_expired(), 2);
-    assert_eq!(index.stats().entries, 1);
-    clock.advance(Duration::from_secs(5)); // t=16: all expired
-    assert_eq!(index.sweep_expired(), 1);
-    assert_eq!((index.stats().entries, index.stats().nodes), (0, 0));
-}
 
 #[test]
 fn invalid_configuration_is_an_error() {

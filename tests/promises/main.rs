@@ -7,12 +7,12 @@
 mod support;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use approx_kv_index::replication::{Action, Applied, MAX_BLOCKS};
 use approx_kv_index::*;
+
 use support::index::{capped_on, manual_index, tokens};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -21,9 +21,7 @@ const NS: Duration = Duration::from_nanos(1);
 const EPOCH: Duration = Duration::from_secs(1_700_000_000);
 
 mod caps;
-mod clocks;
 mod events;
-mod reclaim;
 mod sharing;
 mod snapshot;
 mod ttl;
@@ -110,21 +108,4 @@ fn ranked_index(
         .build_for::<WorkerWithDpRank>()
         .unwrap();
     (index, clock)
-}
-
-/// A clock that can read beyond the index's range (2^64 - 1 ns): `far_secs`, when set,
-/// is the reading in whole seconds, else `nanos`.
-#[derive(Default)]
-struct FarClock {
-    nanos: AtomicU64,
-    far_secs: AtomicU64,
-}
-
-impl Clock for FarClock {
-    fn now(&self) -> Duration {
-        match self.far_secs.load(Ordering::SeqCst) {
-            0 => Duration::from_nanos(self.nanos.load(Ordering::SeqCst)),
-            secs => Duration::from_secs(secs),
-        }
-    }
 }

@@ -1,6 +1,17 @@
-//! Promises: Reclamation: who reclaims, and when.
+//! Reclamation: who reclaims expired and removed entries, and when. Without a background
+//! sweeper (or after `shutdown`) only `sweep_expired` does; with one, recording callers help
+//! when it falls behind; a removed worker's entries go at the next sweep, whatever their TTL
+//! left, and leave a shared holder array at its next copy; pending timers; exact entries in
+//! the middle of a decision.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+use super::TTL;
+use crate::support::events::{block, stored, stored_data, stored_ours};
+use crate::support::index::{chain, manual_index};
 
 /// An index of one-token blocks with a 1 s TTL and a 10 ms tick on a manual clock, with or
 /// without a background sweeper.
@@ -61,6 +72,37 @@ fn after_shutdown_recording_callers_reclaim_nothing() {
         "{stats:?}"
     );
     assert_eq!(index.sweep_expired(), 400, "reclaimed by hand");
+}
+
+/// Regression: when the sweeper falls behind, recording callers reclaim due entries
+/// themselves without waiting (`engine::sweep` has the deterministic unit test,
+/// `benches/soak.rs` measures the plateau under overload). Here the manual clock leaps far
+/// past the sweeper's last sweep; whoever reclaims, memory comes back with no
+/// `sweep_expired`.
+#[test]
+fn memory_comes_back_without_sweep_expired() {
+    let clock = Arc::new(ManualClock::new());
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(Duration::from_secs(1))
+        .tick(Duration::from_millis(10))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for p in 0..100u32 {
+        index.process_routing_decision_for_request(&[p, 1, 2, 3], 0);
+    }
+    assert_eq!(index.stats().entries, 400);
+    clock.advance(Duration::from_secs(2)); // all due, hundreds of ticks behind
+    for p in 0..100u32 {
+        index.process_routing_decision_for_request(&[1_000 + p, 1, 2, 3], 0);
+    }
+    index.shutdown(); // waits for a sweep in progress, so the counts are final
+
+    // The recorders reclaimed (or the sweeper did, if it woke meanwhile).
+    let stats = index.stats();
+    assert_eq!(stats.entries, 400, "{stats:?}");
+    assert_eq!(stats.expirations, 400, "{stats:?}");
 }
 
 /// src/stats.rs, `IndexStats::expirations`: "(block, worker) pairs reclaimed by the sweeper
