@@ -13,14 +13,13 @@ use std::time::Duration;
 use approx_kv_index::replication::{Action, Applied, MAX_BLOCKS};
 use approx_kv_index::*;
 
-use support::index::{capped_on, manual_index, tokens};
+use support::index::{manual_index, tokens};
 
 const TTL: Duration = Duration::from_secs(10);
 const NS: Duration = Duration::from_nanos(1);
 /// A wall-clock origin for the sharing tests (only differences matter).
 const EPOCH: Duration = Duration::from_secs(1_700_000_000);
 
-mod caps;
 mod events;
 mod sharing;
 mod snapshot;

@@ -1,7 +1,8 @@
-//! Bounded memory: per-worker and global caps, evicting least recently recorded
-//! decisions, deepest blocks first.
-
-mod support;
+//! Eviction under the caps: the least recently recorded decisions go first, deepest blocks
+//! first; refreshed prompts survive; caps are per worker; zero is an error; capacity-only
+//! mode keeps no timers; the global cap holds under a flood from many threads and keeps the
+//! newest prompts; same-instant decisions are ordered; the per-worker cap holds with a
+//! clock at the end of time.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -9,21 +10,24 @@ use std::thread;
 use std::time::Duration;
 
 use approx_kv_index::*;
-use support::index::tokens;
 
-/// A capped index whose manual clock ticks one microsecond per call to `tick`: decisions
-/// recorded at the same clock reading are equally recent (see `same_instant_decisions_tie`).
+use crate::support::index::tokens;
+
+/// A block-size-1 index with the given caps on a manual clock of its own, which stands
+/// still unless a test moves it (decisions at one clock reading are still ordered: see
+/// `same_instant_decisions_are_ordered`).
 fn capped(per_worker: Option<usize>, total: Option<usize>, ttl: Duration) -> ApproxKvIndexer {
     capped_on(per_worker, total, ttl, Arc::new(ManualClock::new()))
 }
 
+/// As `capped`, on `clock`.
 fn capped_on(
     per_worker: Option<usize>,
     total: Option<usize>,
     ttl: Duration,
     clock: Arc<ManualClock>,
 ) -> ApproxKvIndexer {
-    support::index::capped_on(&clock, ttl, per_worker, total)
+    crate::support::index::capped_on(&clock, ttl, per_worker, total)
 }
 
 #[test]
@@ -44,7 +48,8 @@ fn per_worker_cap_evicts_least_recently_recorded_deepest_first() {
     index.process_routing_decision_for_request(&b[..1], 1);
     clock.advance(Duration::from_micros(1));
     index.process_routing_decision_for_request(&tokens(200, 2), 1); // 2 more blocks
-                                                                    // Over by 2: A's last block (oldest), then B's deepest block.
+
+    // Over by 2: A's last block (oldest), then B's deepest block.
     let found_b = index.find_matches_for_request(&b).scores[&1];
     assert!(!index.find_matches_for_request(&a).scores.contains_key(&1));
     assert_eq!(found_b, 2);

@@ -1,6 +1,14 @@
-//! Promises: Caps.
+//! Caps and entries that did not come from decisions: the global cap counts exact entries
+//! and never evicts them; a restore enforces the caps, and a replayed dump evicts, in the
+//! original order (least recently recorded first, deepest blocks first).
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+use crate::support::events::stored_ours;
+use crate::support::index::{capped_on, score};
 
 /// src/config.rs, `Builder::max_entries`: "Exact entries count toward the cap and are never
 /// evicted, as with `max_blocks_per_worker`"; src/indexer.rs, `apply_event`: "exact entries
@@ -80,5 +88,3 @@ fn replayed_dumps_evict_in_the_original_order() {
         assert_eq!(index.stats().entries, 4);
     }
 }
-
-// ---------------------------------------------------------------------------------------
