@@ -40,21 +40,42 @@ pub(crate) trait SlotOwners {
     }
 }
 
-/// Whether a slot's worker was removed (its state DEAD), for writers that copy a holder
-/// array and leave the removed workers' holders out (`Tree::dropping_dead`); the worker
-/// registry answers. A slot that still has holders in the tree is never recycled, so a
-/// holder's slot reads dead only for the registration that holder belongs to.
-pub(crate) trait DeadSlots: Send + Sync {
+/// What the tree's writers ask the worker registry about slots, and tell it.
+///
+/// - Whether a slot's worker was removed (its state DEAD), for writers that copy a holder
+///   array and leave the removed workers' holders out (`Tree::new` with `drop_dead`). A
+///   slot that still has holders in the tree is never recycled, so a holder's slot reads
+///   dead only for the registration that holder belongs to.
+/// - Entries that left the tree while the slot's count still has them: merged into a
+///   block the slot already held by a split of a run, or dropped with a removed worker's
+///   holder by an array copy. The tree hands them over when a write's [`Writing`] pin
+///   ends (`tree/writing.rs`), outside every lock.
+///
+/// [`Writing`]: crate::tree::Writing
+pub(crate) trait SlotBook: Send + Sync {
     /// Whether any slot may be dead (a hint: a slot killed meanwhile may be missed, and is
     /// left for the purge).
     fn any_dead(&self) -> bool;
     fn is_dead(&self, slot: Slot) -> bool;
+    /// `entries` of `slot`'s counted entries are no longer in the tree.
+    fn uncount(&self, slot: Slot, entries: usize);
 }
 
 /// Every slot is a live worker of its own number, with no entries counted: the slot owners
 /// of the tree's own tests and loom models.
 #[cfg(test)]
 pub(crate) struct AllAlive;
+
+#[cfg(test)]
+impl SlotBook for AllAlive {
+    fn any_dead(&self) -> bool {
+        false
+    }
+    fn is_dead(&self, _: Slot) -> bool {
+        false
+    }
+    fn uncount(&self, _: Slot, _: usize) {}
+}
 
 #[cfg(test)]
 impl SlotOwners for AllAlive {

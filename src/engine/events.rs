@@ -7,15 +7,13 @@
 //! uses. The engine's own block hashes are kept per worker (where they differ from ours)
 //! only to resolve that worker's later parents and removals.
 
-use crossbeam_epoch as epoch;
-
 use super::Engine;
 use crate::events::{KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, RouterEvent};
 use crate::expiry::Timer;
 use crate::hash::SeqChain;
 use crate::slot::Slot;
 use crate::tree::claim::Claim;
-use crate::tree::{Block, Span};
+use crate::tree::{Block, Span, Writing};
 use crate::workers::Write;
 use crate::{SequenceHash, WorkerKey};
 
@@ -28,7 +26,6 @@ impl Engine {
                 self.workers.remove_rank(event.worker_id);
             }
         }
-        self.uncount_dropped();
     }
 
     /// The block of `slot`'s worker that an event names `hash`: the block the worker's
@@ -39,7 +36,7 @@ impl Engine {
         &self,
         slot: Slot,
         hash: SequenceHash,
-        guard: &epoch::Guard,
+        guard: &Writing<'_>,
     ) -> Option<SequenceHash> {
         if let Some(ours) = self.workers.engine_hash(slot, hash) {
             return Some(ours);
@@ -56,7 +53,7 @@ impl Engine {
             self.rejected_events.add(1);
             return;
         }
-        let guard = epoch::pin();
+        let guard = self.tree.writing();
         let parent = match data.parent_hash {
             None => None,
             Some(hash) => {
@@ -136,7 +133,7 @@ impl Engine {
         leaf: SequenceHash,
         expiry: u64,
         span: Span,
-        guard: &epoch::Guard,
+        guard: &Writing<'_>,
     ) {
         if let Some(timers) = self.timers() {
             let generation = self.workers.generation(slot);
@@ -159,7 +156,7 @@ impl Engine {
         let Some(slot) = self.workers.lookup(worker) else {
             return; // unknown worker: it holds nothing
         };
-        let guard = epoch::pin();
+        let guard = self.tree.writing();
         let blocks: Vec<SequenceHash> = data
             .block_hashes
             .iter()

@@ -14,12 +14,10 @@
 
 use std::sync::Arc;
 
-use crossbeam_epoch::Guard;
-
 use crate::capacity::{Decision, DecisionLog};
 use crate::expiry::{Expiry, Timer};
 use crate::slot::Slot;
-use crate::tree::{Span, Tree, Walk};
+use crate::tree::{Span, Tree, Walk, Writing};
 use crate::workers::Workers;
 
 /// A recorder's own decision, just logged: its expiry and its blocks (see
@@ -38,7 +36,7 @@ pub(crate) struct Evictor<'a> {
     pub(crate) workers: &'a Arc<Workers>,
     pub(crate) global: Option<&'a DecisionLog>,
     pub(crate) timers: Option<&'a Expiry>,
-    pub(crate) guard: &'a Guard,
+    pub(crate) guard: &'a Writing<'a>,
 }
 
 impl Evictor<'_> {

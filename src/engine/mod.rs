@@ -26,8 +26,8 @@ use crate::expiry::{Expiry, Timer};
 use crate::scores::ScoreSink;
 use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
-use crate::tree::{HashedQuery, ReadAt, Span, Tree};
-use crate::workers::{Keeping, Workers, Write};
+use crate::tree::{HashedQuery, ReadAt, Span, Tree, Writing};
+use crate::workers::{Book, Keeping, Workers, Write};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 use evict::{Evictor, Fresh};
@@ -92,10 +92,7 @@ impl Engine {
             // Under a global cap, removed workers' entries count toward it until the
             // sweep frees them, so what the cap evicts does not depend on when holder
             // arrays happen to be copied: copies drop them only without one.
-            tree: match caps.total {
-                None => Tree::dropping_dead(workers.clone()),
-                Some(_) => Tree::new(),
-            },
+            tree: Tree::new(Arc::new(Book(workers.clone())), caps.total.is_none()),
             workers,
             expiry: Expiry::new(tick_nanos, if never { 0 } else { ttl_nanos }),
             global_log: caps.total.map(|_| DecisionLog::default()),
@@ -201,7 +198,7 @@ impl Engine {
             return true;
         };
         self.records.add(1);
-        let guard = epoch::pin();
+        let guard = self.tree.writing();
         let Some(slot) = self.workers.resolve(worker) else {
             return true; // 2^32 live registrations: nothing sensible to store
         };
@@ -222,7 +219,7 @@ impl Engine {
             .tree
             .record(slot, (local, seq), expiry, holds_none, &guard);
         self.workers.adjust_entries(slot, added as i64);
-        self.uncount_dropped();
+        guard.uncount_dropped(); // before the caps read the counts
         if let Some(timers) = self.timers() {
             let generation = self.workers.generation(slot);
             timers.schedule(
@@ -252,7 +249,7 @@ impl Engine {
 
     /// Logs a walk of `slot` for eviction: appended if just recorded, inserted in expiry
     /// order if it comes from the past (`sorted`: restores, replays, re-anchors).
-    fn log(&self, slot: Slot, walk: (SequenceHash, u64, Span), sorted: bool, guard: &epoch::Guard) {
+    fn log(&self, slot: Slot, walk: (SequenceHash, u64, Span), sorted: bool, guard: &Writing<'_>) {
         let (leaf, expiry, span) = walk;
         let decision = Decision {
             slot,
@@ -264,7 +261,7 @@ impl Engine {
         self.evictor(guard).log(decision, sorted);
     }
 
-    fn evictor<'a>(&'a self, guard: &'a epoch::Guard) -> Evictor<'a> {
+    fn evictor<'a>(&'a self, guard: &'a Writing<'_>) -> Evictor<'a> {
         Evictor {
             tree: &self.tree,
             workers: &self.workers,
@@ -279,7 +276,7 @@ impl Engine {
     /// cannot strip a worker by all evicting the same excess.
     /// `fresh`: the caller's own decision, if it recorded one (see
     /// [`Evictor::evict_worker`]).
-    fn enforce_caps(&self, slot: Slot, added: usize, fresh: Option<Fresh>, guard: &epoch::Guard) {
+    fn enforce_caps(&self, slot: Slot, added: usize, fresh: Option<Fresh>, guard: &Writing<'_>) {
         if added == 0 {
             return;
         }
@@ -295,16 +292,8 @@ impl Engine {
         self.evictions.add(evicted as u64);
     }
 
-    /// Uncounts the entries that left the tree still counted: merged by splits of runs, or
-    /// removed workers' holders dropped by array copies (`Tree::take_uncounted`). Called after
-    /// each write that may split a run (records, events, restores, sweeps) and by `stats`.
-    pub(crate) fn uncount_dropped(&self) {
-        self.tree
-            .take_uncounted(|slot, entries| self.workers.adjust_entries(slot, -(entries as i64)));
-    }
-
     pub(crate) fn stats(&self) -> IndexStats {
-        self.uncount_dropped();
+        self.tree.uncount_dropped();
         let (entries, nodes) = (self.workers.total_entries(), self.tree.len());
         let pending_timers = self.expiry.pending();
         let logged = self.logged_decisions();

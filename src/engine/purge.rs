@@ -6,8 +6,6 @@
 //! shards already passed, and a record racing the removal may still add an entry) until
 //! one finds nothing (at most [`MAX_ROUNDS`]); then the slots are released for recycling.
 
-use crossbeam_epoch as epoch;
-
 use super::Engine;
 use crate::slot::Slot;
 use crate::tree::SHARDS;
@@ -44,7 +42,7 @@ impl Engine {
             }
             let end = pass.next.saturating_add(left).min(SHARDS);
             left -= end - pass.next;
-            let guard = epoch::pin();
+            let guard = self.tree.writing();
             let mut removed = vec![0; pass.slots.len()];
             pass.found |= self
                 .tree

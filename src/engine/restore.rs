@@ -50,7 +50,7 @@ impl Engine {
             });
         }
         let now = self.now();
-        let guard = epoch::pin();
+        let guard = self.tree.writing();
         // Entries added per slot, in order of first appearance (caps are enforced per slot
         // in that order once everything is back).
         let mut added_per_slot: Vec<(Slot, usize)> = Vec::new();
@@ -109,7 +109,6 @@ impl Engine {
         for (slot, added) in added_per_slot {
             self.enforce_caps(slot, added, None, &guard);
         }
-        self.uncount_dropped();
         Ok(())
     }
 }

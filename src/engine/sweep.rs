@@ -8,8 +8,6 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use crossbeam_epoch as epoch;
-
 use super::purge::PURGE_SHARDS_PER_TICK;
 use super::Engine;
 use crate::expiry::Timer;
@@ -37,7 +35,6 @@ impl Engine {
             }
         }
         self.expiry.wait_for_batches();
-        self.uncount_dropped();
         self.prune_logs(now);
         self.swept_until.fetch_max(now, Relaxed);
         self.expirations.add(freed as u64);
@@ -59,7 +56,6 @@ impl Engine {
                 break;
             }
         }
-        self.uncount_dropped();
         self.prune_logs(now);
         self.expirations.add(freed as u64);
     }
@@ -103,7 +99,7 @@ impl Engine {
     fn expire_batch(&self, now: u64, wait: bool) -> Option<(usize, bool)> {
         let batch = self.expiry.take_due(now, BATCH, wait)?;
         let mut freed = 0;
-        let guard = epoch::pin();
+        let guard = self.tree.writing();
         for &(deadline, timer) in &batch.timers {
             let Timer {
                 leaf,

@@ -55,16 +55,16 @@ fn find_races_an_in_place_refresh_of_a_claim_it_read() {
                 claim: Claim::approx(expiry),
             })
         };
-        let tree = Arc::new(Tree::new());
+        let tree = Arc::new(Tree::standalone());
         {
-            let guard = crossbeam_epoch::pin();
+            let guard = tree.writing();
             tree.upsert_chain(REFRESHED, None, blocks(LIVE, ENDED).into_iter(), &guard);
             tree.upsert_chain(WHOLE, None, blocks(LIVE, LIVE).into_iter(), &guard);
         }
         let refresher = {
             let tree = Arc::clone(&tree);
             thread::spawn(move || {
-                let guard = crossbeam_epoch::pin();
+                let guard = tree.writing();
                 tree.upsert_chain(REFRESHED, None, blocks(LIVE, LIVE).into_iter(), &guard);
             })
         };

@@ -1,5 +1,6 @@
 //! Reading the whole tree out (dump, snapshot) and putting entries back (restore).
 
+use super::Writing;
 use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
@@ -137,7 +138,7 @@ impl Tree {
         slot: Slot,
         row: &LiveEntry<impl Sized>,
         claim: Claim,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> bool {
         // Entries come back by sequence hash: every block must have its key.
         self.split_all(guard);
@@ -161,8 +162,8 @@ mod tests {
     /// a fresh tree; returns whether finds may still gallop. `block` 9 names a block whose
     /// sequence hash is not where the chain puts it.
     fn nested_after(rows: &[(usize, u32, Slot, Claim)]) -> bool {
-        let tree = Tree::new();
-        let guard = crossbeam_epoch::pin();
+        let tree = Tree::standalone();
+        let guard = tree.writing();
         let local: Vec<LocalBlockHash> = (1..=4).map(LocalBlockHash).collect();
         let seq = compute_seq_hashes(&local);
         for &(i, depth, slot, claim) in rows {

@@ -23,12 +23,13 @@ mod record;
 pub(crate) mod run;
 mod runs;
 mod walk;
+mod writing;
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use crossbeam_epoch::Guard;
 
-use crate::slot::{DeadSlots, Slot};
+use crate::slot::{Slot, SlotBook};
 use crate::stats::StripedCounter;
 use crate::{LocalBlockHash, SequenceHash};
 
@@ -40,6 +41,7 @@ pub(crate) use map::SHARDS;
 use map::{Entry, NodeMap};
 use node::{Kind, Node, Outcome, Settle};
 pub(crate) use walk::{Span, Walk};
+pub(crate) use writing::Writing;
 
 /// The node map and the operations of find, record, sweep and dump on it.
 pub(crate) struct Tree {
@@ -59,14 +61,15 @@ pub(crate) struct Tree {
     /// The blocks of those runs.
     run_blocks: crossbeam_utils::CachePadded<std::sync::atomic::AtomicUsize>,
     /// Entries that left the tree while their slots' counts still have them, until the
-    /// engine takes them ([`Tree::take_uncounted`]) and uncounts them: entries that splits
-    /// merged into a block the run's slot already held (left above a gap, as walks and
-    /// purges may leave them), and removed workers' holders that a copy of their array
-    /// dropped ([`Tree::upsert_holder`]).
+    /// write's [`Writing`] pin ends and hands them to `book`: entries that splits merged
+    /// into a block the run's slot already held (left above a gap, as walks and purges may
+    /// leave them), and removed workers' holders that a copy of their array dropped
+    /// ([`Tree::upsert_holder`]).
     uncounted: crate::sync::SegQueue<(Slot, usize)>,
-    /// Which slots are dead, for writers that copy a holder array (`None`: none is, as for
-    /// a tree that stands alone in tests).
-    dead: Option<std::sync::Arc<dyn DeadSlots>>,
+    /// The worker registry: which slots are dead, and where `uncounted` goes.
+    book: std::sync::Arc<dyn SlotBook>,
+    /// Whether writers that copy a holder array leave out dead slots' holders.
+    drop_dead: bool,
     /// Splits of runs take turns (`run.rs`, `Tree::split`).
     splitting: parking_lot::Mutex<()>,
 }
@@ -89,7 +92,9 @@ pub(crate) struct Anchor {
 }
 
 impl Tree {
-    pub(crate) fn new() -> Self {
+    /// A tree whose slots `book` keeps. With `drop_dead`, writers that copy a holder array
+    /// leave out the holders of the slots `book` says are dead (see [`Tree::upsert_holder`]).
+    pub(crate) fn new(book: std::sync::Arc<dyn SlotBook>, drop_dead: bool) -> Self {
         Self {
             nodes: NodeMap::new(),
             nested: std::sync::atomic::AtomicBool::new(true),
@@ -97,18 +102,17 @@ impl Tree {
             runs: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
             run_blocks: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
             uncounted: crate::sync::SegQueue::new(),
-            dead: None,
+            book,
+            drop_dead,
             splitting: parking_lot::Mutex::new(()),
         }
     }
 
-    /// A tree whose writers drop the holders of the slots `dead` names whenever they copy
-    /// a holder array (see [`Tree::upsert_holder`]).
-    pub(crate) fn dropping_dead(dead: std::sync::Arc<dyn DeadSlots>) -> Self {
-        Self {
-            dead: Some(dead),
-            ..Self::new()
-        }
+    /// A tree of its own, for the tree's tests and loom models: every slot alive, no
+    /// counts kept.
+    #[cfg(test)]
+    pub(crate) fn standalone() -> Self {
+        Self::new(std::sync::Arc::new(crate::slot::AllAlive), false)
     }
 
     /// Raises `slot`'s claim on `node` (a block, or the head of a run of `blocks` blocks)
@@ -125,20 +129,29 @@ impl Tree {
         blocks: usize,
         guard: &Guard,
     ) -> bool {
-        self.reshape(node, guard, |n| match &self.dead {
-            Some(dead) if dead.any_dead() => n.upsert_dropping(
-                (slot, claim),
-                |s| dead.is_dead(s),
-                |s| self.uncounted.push((s, blocks)),
-                guard,
-            ),
-            _ => n.upsert(slot, claim, guard),
+        let book = &self.book;
+        self.reshape(node, guard, |n| {
+            if self.drop_dead && book.any_dead() {
+                n.upsert_dropping(
+                    (slot, claim),
+                    |s| book.is_dead(s),
+                    |s| self.uncounted.push((s, blocks)),
+                    guard,
+                )
+            } else {
+                n.upsert(slot, claim, guard)
+            }
         })
     }
 
     /// `slot`'s claim on the block `seq`, if it holds one. A block inside a run has no key:
     /// if `seq` has none while runs exist, they are split up and `seq` looked up again.
-    pub(crate) fn claim_of(&self, seq: SequenceHash, slot: Slot, guard: &Guard) -> Option<Claim> {
+    pub(crate) fn claim_of(
+        &self,
+        seq: SequenceHash,
+        slot: Slot,
+        guard: &Writing<'_>,
+    ) -> Option<Claim> {
         self.keyed(guard, |tree| tree.claim_at(seq, slot, guard))
             .flatten()
     }
@@ -166,7 +179,7 @@ impl Tree {
 
     /// `look(self)`, and if it finds nothing while runs exist (the block may be inside
     /// one), again once every run is split up.
-    fn keyed<R>(&self, guard: &Guard, look: impl Fn(&Self) -> Option<R>) -> Option<R> {
+    fn keyed<R>(&self, guard: &Writing<'_>, look: impl Fn(&Self) -> Option<R>) -> Option<R> {
         look(self).or_else(|| {
             if self.runs.load(std::sync::atomic::Ordering::SeqCst) == 0 {
                 return None;
@@ -213,7 +226,7 @@ impl Tree {
         &self,
         slot: Slot,
         blocks: impl Iterator<Item = SequenceHash>,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> (usize, Vec<Anchor>) {
         self.not_nested();
         let mut removed = 0;
@@ -241,7 +254,11 @@ impl Tree {
 
     /// The write-locked entry of block `seq` as a block node: a run it is in is split up
     /// first (if `seq` has no key while runs exist, every run is). `None`: no such block.
-    fn block_entry(&self, seq: SequenceHash, guard: &Guard) -> Option<map::OccupiedEntry<'_>> {
+    fn block_entry(
+        &self,
+        seq: SequenceHash,
+        guard: &Writing<'_>,
+    ) -> Option<map::OccupiedEntry<'_>> {
         let mut split_all = self.runs.load(std::sync::atomic::Ordering::SeqCst) > 0;
         loop {
             let Entry::Occupied(entry) = self.nodes.entry(seq.0) else {
@@ -283,8 +300,8 @@ mod tests {
     /// two, none again once the second holder's walk ran.
     #[test]
     fn array_bytes_follow_the_nodes_that_need_an_array() {
-        let tree = Tree::new();
-        let guard = crossbeam_epoch::pin();
+        let tree = Tree::standalone();
+        let guard = tree.writing();
         let local: Vec<LocalBlockHash> = (1..=6).map(LocalBlockHash).collect();
         let seq = crate::compute_seq_hashes(&local);
         let buckets = tree.estimated_bytes();

@@ -7,7 +7,7 @@ use crossbeam_epoch::Guard;
 
 use super::claim::Claim;
 use super::export::LiveEntry;
-use super::Tree;
+use super::{Tree, Writing};
 use crate::hash::SeqChain;
 use crate::slot::Slot;
 use crate::SequenceHash;
@@ -28,7 +28,7 @@ impl Tree {
         slot: Slot,
         parent: Option<SequenceHash>,
         claims: impl Iterator<Item = Claim>,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) {
         let nested = self.nested.load(std::sync::atomic::Ordering::Relaxed);
         if nested && !self.chain_keeps_nesting(slot, parent, claims, guard) {
@@ -47,7 +47,7 @@ impl Tree {
         slot: Slot,
         parent: Option<SequenceHash>,
         claims: impl Iterator<Item = Claim>,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> bool {
         let mut above = match parent {
             None => u64::MAX,

@@ -2,6 +2,7 @@
 //! inserting the rest as one run or block by block (`Tree::record`), and the same block
 //! by block for KV events (`Tree::upsert_chain`).
 
+use super::Writing;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crossbeam_epoch::Guard;
@@ -30,7 +31,7 @@ impl Tree {
         (local, seq): (&[LocalBlockHash], &[SequenceHash]),
         expiry: u64,
         holds_none: bool,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> usize {
         let claim = Claim::approx(expiry);
         let n = seq.len().min(local.len());
@@ -113,7 +114,7 @@ impl Tree {
         seq: &[SequenceHash],
         i: usize,
         claim: Claim,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> Refresh {
         let Some(node) = self.nodes.get(&seq[i].0) else {
             return Refresh::Missing;
@@ -164,7 +165,7 @@ impl Tree {
         seq: SequenceHash,
         slot: Slot,
         now: u64,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> bool {
         self.claim_of(seq, slot, guard).is_some_and(|c| c.live(now))
     }
@@ -177,7 +178,7 @@ impl Tree {
         slot: Slot,
         parent: Option<SequenceHash>,
         blocks: impl Iterator<Item = Block>,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> usize {
         let mut added = 0;
         let mut parent = parent;
@@ -246,7 +247,12 @@ impl Tree {
 
     /// [`upsert_locked`](Self::upsert_locked), splitting up any run in the way (a stale
     /// tail marker, whose run is gone, is replaced).
-    pub(super) fn upsert_block(&self, entry: (Slot, Claim), block: BlockAt, guard: &Guard) -> bool {
+    pub(super) fn upsert_block(
+        &self,
+        entry: (Slot, Claim),
+        block: BlockAt,
+        guard: &Writing<'_>,
+    ) -> bool {
         loop {
             match self.upsert_locked(entry, block, guard) {
                 Ok(placed) => return placed != Placed::Raised,
@@ -260,7 +266,7 @@ impl Tree {
     ///
     /// A parent that is a run's head is split up first: its child would be inside the run.
     /// (A tail's children hang below the run, which stays.)
-    fn depth_below(&self, parent: SequenceHash, guard: &Guard) -> u32 {
+    fn depth_below(&self, parent: SequenceHash, guard: &Writing<'_>) -> u32 {
         loop {
             let found = self.keyed(guard, |tree| {
                 tree.nodes.get(&parent.0).map(|n| (n.kind(), n.depth()))

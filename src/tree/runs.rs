@@ -22,6 +22,7 @@
 //! holders and claims on every block throughout. A writer that meets a frozen run waits for
 //! the split to end (a few microseconds: one map insert per block).
 
+use super::Writing;
 use std::sync::atomic::Ordering::SeqCst;
 
 use crossbeam_epoch::Guard;
@@ -73,7 +74,7 @@ impl Tree {
         depth: u32,
         (local, seq): (&[LocalBlockHash], &[SequenceHash]),
         expiry: u64,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> bool {
         debug_assert!(seq.len() >= MIN_RUN);
         let head = seq[0];
@@ -170,7 +171,7 @@ impl Tree {
     /// Splits take turns (`Tree::splitting`, held for the whole split; no shard lock is held
     /// while taking it): a split may have to split another run first (below), and two
     /// splits each waiting for the other's run would never end.
-    pub(crate) fn split(&self, head: SequenceHash, run: usize, guard: &Guard) {
+    pub(crate) fn split(&self, head: SequenceHash, run: usize, guard: &Writing<'_>) {
         let is_head = |tree: &Self| {
             tree.nodes
                 .get(&head.0)
@@ -343,17 +344,9 @@ impl Tree {
         }
     }
 
-    /// Hands each count of entries that left the tree still counted (see
-    /// [`Tree::uncounted`]) to `uncount`.
-    pub(crate) fn take_uncounted(&self, mut uncount: impl FnMut(Slot, usize)) {
-        while let Some((slot, entries)) = self.uncounted.pop() {
-            uncount(slot, entries);
-        }
-    }
-
     /// Splits up every run in the tree (one pass over the map), so that every block has a
     /// key: for what looks blocks up by sequence hash (KV events, restores).
-    pub(crate) fn split_all(&self, guard: &Guard) {
+    pub(crate) fn split_all(&self, guard: &Writing<'_>) {
         if self.runs.load(SeqCst) == 0 {
             return;
         }
@@ -377,7 +370,7 @@ impl Tree {
         (head, run, tail): (SequenceHash, usize, u64),
         walk: Walk,
         mut forget: impl FnMut(),
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> RunWalk {
         let (slot, budget, whole) = (walk.slot, walk.budget, walk.span == Span::Path);
         let decide = |c| walk.decide(c);
@@ -459,7 +452,12 @@ impl Tree {
 
     /// Splits up the run that the head or tail marker keyed `key` names (`head`, `run`),
     /// and removes the marker if it outlived its run: `key` is then a block, or missing.
-    pub(super) fn clear_run_at(&self, key: u64, (head, run): (SequenceHash, usize), guard: &Guard) {
+    pub(super) fn clear_run_at(
+        &self,
+        key: u64,
+        (head, run): (SequenceHash, usize),
+        guard: &Writing<'_>,
+    ) {
         self.split(head, run, guard);
         self.remove_tail_marker(key, head, run);
     }

@@ -1,7 +1,7 @@
 //! Walks: a decision's timer (or an eviction) ending a slot's claims from a leaf towards
 //! the root, and the purge of dead slots' entries that no walk reaches.
 
-use crossbeam_epoch::Guard;
+use super::Writing;
 
 use super::claim::Claim;
 use super::map::Entry;
@@ -30,7 +30,7 @@ impl Tree {
     /// over a cap would otherwise evict blocks it need not). A dead slot's count may then
     /// reach zero a moment before its last entry goes; its recycling waits for this
     /// thread's pin (`docs/design.md`, "Epoch protocol").
-    pub(crate) fn walk(&self, walk: Walk, mut forget: impl FnMut(), guard: &Guard) -> Walked {
+    pub(crate) fn walk(&self, walk: Walk, mut forget: impl FnMut(), guard: &Writing<'_>) -> Walked {
         let Walk {
             leaf,
             slot,
@@ -121,7 +121,7 @@ impl Tree {
         slots: &[Slot],
         removed: &mut [usize],
         shards: std::ops::Range<usize>,
-        guard: &Guard,
+        guard: &Writing<'_>,
     ) -> bool {
         debug_assert!(slots.windows(2).all(|w| w[0] < w[1]));
         let index = |slot: Slot| slots.binary_search(&slot).ok();

@@ -25,7 +25,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
-use crate::slot::{DeadSlots, Slot, SlotOwners};
+use crate::slot::{Slot, SlotBook, SlotOwners};
 use crate::sync::{AtomicI64, AtomicUsize, DashMap, Mutex, Ordering};
 use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
@@ -199,18 +199,26 @@ impl Workers {
     }
 }
 
-/// What the tree's writers ask when they copy a holder array.
-impl DeadSlots for Workers {
+/// The registry as the tree's [`SlotBook`]: what its writers ask about dead slots, and
+/// where the entries that left the tree still counted are uncounted.
+pub(crate) struct Book(pub(crate) Arc<Workers>);
+
+impl SlotBook for Book {
     #[inline]
     fn any_dead(&self) -> bool {
-        self.dead.load(Ordering::Relaxed) > 0
+        self.0.dead.load(Ordering::Relaxed) > 0
     }
 
     #[inline]
     fn is_dead(&self, slot: Slot) -> bool {
-        self.slots
+        self.0
+            .slots
             .key(slot)
             .is_some_and(|key| key.state.load(Ordering::Acquire) & STATE_MASK == DEAD)
+    }
+
+    fn uncount(&self, slot: Slot, entries: usize) {
+        self.0.adjust_entries(slot, -(entries as i64));
     }
 }
 

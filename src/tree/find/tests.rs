@@ -33,7 +33,7 @@ fn prompt(base: u64, len: u64) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
 
 /// What a find must answer, block by block: each slot's leading blocks held live.
 fn oracle(tree: &Tree, seq: &[SequenceHash], slots: u32, now: u64) -> BTreeMap<u64, u32> {
-    let guard = crossbeam_epoch::pin();
+    let guard = tree.writing();
     (0..slots)
         .filter_map(|slot| {
             let held = seq
@@ -46,7 +46,7 @@ fn oracle(tree: &Tree, seq: &[SequenceHash], slots: u32, now: u64) -> BTreeMap<u
 }
 
 fn find(tree: &Tree, query: HashedQuery<'_>, now: u64) -> BTreeMap<u64, u32> {
-    let guard = crossbeam_epoch::pin();
+    let guard = tree.writing();
     let mut answer = Answer::default();
     tree.find_into(query, now, &AllAlive, &guard, &mut answer);
     answer.0
@@ -54,7 +54,7 @@ fn find(tree: &Tree, query: HashedQuery<'_>, now: u64) -> BTreeMap<u64, u32> {
 
 /// Every head records its run's length and last sequence hash, as the run has them.
 fn assert_spans(tree: &Tree) -> usize {
-    let guard = crossbeam_epoch::pin();
+    let guard = tree.writing();
     let mut heads = 0;
     tree.nodes.for_each(|_, node| {
         if let Kind::Head(run) = node.kind() {
@@ -73,8 +73,8 @@ fn assert_spans(tree: &Tree) -> usize {
 /// blocks between some of them, and queries that end at, inside and past each run.
 #[test]
 fn finds_across_runs_match_the_oracle() {
-    let tree = Tree::new();
-    let guard = crossbeam_epoch::pin();
+    let tree = Tree::standalone();
+    let guard = tree.writing();
     let (local, seq) = prompt(1, 40);
     // Slot k holds the first `ends[k]` blocks: the holder set shrinks at blocks 4, 9, 10,
     // 25 and 26 (each decision's new blocks: a block, then a run of the rest), and slot 6
@@ -123,8 +123,8 @@ fn finds_across_runs_match_the_oracle() {
 /// finds through the pieces match the oracle.
 #[test]
 fn cut_runs_keep_their_spans_and_answers() {
-    let tree = Tree::new();
-    let guard = crossbeam_epoch::pin();
+    let tree = Tree::standalone();
+    let guard = tree.writing();
     let (local, seq) = prompt(7, 64);
     tree.record(0, (&local, &seq), 100, true, &guard);
     assert_eq!(assert_spans(&tree), 1);
@@ -197,7 +197,7 @@ fn place(
     at: usize,
     claim: Claim,
 ) {
-    let guard = crossbeam_epoch::pin();
+    let guard = tree.writing();
     tree.split_all(&guard);
     let blocks = (0..=at).map(|i| super::super::Block {
         local: local[i],
@@ -269,8 +269,8 @@ fn finds_end_on(
     raise: Option<u32>,
     now: u64,
 ) -> Result<(), proptest::test_runner::TestCaseError> {
-    let tree = Tree::new();
-    let guard = crossbeam_epoch::pin();
+    let tree = Tree::standalone();
+    let guard = tree.writing();
     let (local, seq) = prompt(1, blocks as u64);
     for step in steps {
         match *step {

@@ -7,6 +7,28 @@ fn chain(n: u64) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
     (local, seq)
 }
 
+/// A slot book that keeps what it is told to uncount (every slot alive).
+#[derive(Default)]
+struct Tally(std::sync::Mutex<Vec<(Slot, usize)>>);
+
+impl crate::slot::SlotBook for Tally {
+    fn any_dead(&self) -> bool {
+        false
+    }
+    fn is_dead(&self, _: Slot) -> bool {
+        false
+    }
+    fn uncount(&self, slot: Slot, entries: usize) {
+        self.0.lock().unwrap().push((slot, entries));
+    }
+}
+
+/// A tree whose uncounted entries `Tally` keeps.
+fn tallied() -> (Tree, std::sync::Arc<Tally>) {
+    let tally = std::sync::Arc::new(Tally::default());
+    (Tree::new(tally.clone(), false), tally)
+}
+
 fn holders_at(tree: &Tree, seq: SequenceHash, guard: &Guard) -> Vec<(Slot, Claim)> {
     let node = tree.nodes.get(&seq.0).expect("a key");
     assert_eq!(node.kind(), Kind::Block);
@@ -33,7 +55,8 @@ fn path_walk(leaf: SequenceHash, slot: Slot, threshold: u64, budget: usize) -> W
 /// second worker that ends inside it cuts it in two, the first piece joined.
 #[test]
 fn a_decisions_new_blocks_are_one_run_until_a_second_worker_comes() {
-    let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+    let tree = Tree::standalone();
+    let guard = tree.writing();
     let (local, seq) = chain(6);
     assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 6);
     assert_eq!((tree.nodes.len(), tree.len()), (2, 6));
@@ -87,7 +110,8 @@ fn run_holders(tree: &Tree, head: SequenceHash, guard: &Guard) -> Vec<(Slot, Cla
 /// a walk of one holder leaves the run to the other; a split gives every block both.
 #[test]
 fn workers_whose_prompts_cover_a_run_join_it() {
-    let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+    let tree = Tree::standalone();
+    let guard = tree.writing();
     let (local, seq) = chain(6);
     assert_eq!(
         tree.record(1, (&local[..4], &seq[..4]), 100, true, &guard),
@@ -144,7 +168,8 @@ fn workers_whose_prompts_cover_a_run_join_it() {
 /// walks leave them) splits the run up instead, merging the block.
 #[test]
 fn a_cut_that_meets_a_taken_key_splits_instead() {
-    let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+    let (tree, tally) = tallied();
+    let guard = tree.writing();
     let (local, seq) = chain(6);
     let left_behind = Node::new(seq[1], local[2], 2, 1, Claim::approx(40));
     tree.nodes.insert(seq[2].0, left_behind);
@@ -161,8 +186,12 @@ fn a_cut_that_meets_a_taken_key_splits_instead() {
         [(1, Claim::approx(100)), (2, Claim::approx(90))]
     );
     assert_eq!(holders_at(&tree, seq[5], &guard), [(1, Claim::approx(100))]);
-    let mut twice = 0;
-    tree.take_uncounted(|_, n| twice += n);
+    assert!(
+        tally.0.lock().unwrap().is_empty(),
+        "uncounted when the write's pin ends"
+    );
+    drop(guard);
+    let twice: usize = tally.0.lock().unwrap().iter().map(|&(_, n)| n).sum();
     assert_eq!(twice, 1, "the block left behind was counted before");
 }
 
@@ -179,7 +208,8 @@ fn a_cut_that_falls_back_late_does_not_deadlock() {
     let (local, seq) = (std::sync::Arc::new(local), std::sync::Arc::new(seq));
     std::thread::spawn(move || {
         for k in 1..seq.len() - 1 {
-            let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+            let tree = Tree::standalone();
+            let guard = tree.writing();
             assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 300);
             let Kind::Head(run) = tree.nodes.get(&seq[0].0).expect("the head").kind() else {
                 panic!("one run");
@@ -206,7 +236,8 @@ fn a_cut_that_falls_back_late_does_not_deadlock() {
 /// count has twice. (Its tail marker is not replaced: a walk reaches it through it.)
 #[test]
 fn a_split_merges_a_run_left_behind_inside_it() {
-    let (tree, guard) = (Tree::new(), crossbeam_epoch::pin());
+    let (tree, tally) = tallied();
+    let guard = tree.writing();
     let (local, seq) = chain(6);
     assert!(tree.insert_run(2, seq[2], 3, (&local[3..], &seq[3..]), 50, &guard));
     // The new run's last block is the other run's tail: both are split up at once.
@@ -215,11 +246,9 @@ fn a_split_merges_a_run_left_behind_inside_it() {
     for s in &seq[1..] {
         assert_eq!(holders_at(&tree, *s, &guard), [(2, Claim::approx(100))]);
     }
-    let mut twice = 0;
-    tree.take_uncounted(|slot, n| {
-        assert_eq!(slot, 2);
-        twice += n;
-    });
-    assert_eq!(twice, 3);
+    guard.uncount_dropped();
+    let tally = tally.0.lock().unwrap();
+    assert!(tally.iter().all(|&(slot, _)| slot == 2), "{tally:?}");
+    assert_eq!(tally.iter().map(|&(_, n)| n).sum::<usize>(), 3);
     assert_eq!(tree.array_bytes.sum(), 0);
 }
