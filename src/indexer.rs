@@ -10,8 +10,8 @@ use crate::error::{ConfigError, RecordError};
 use crate::events::RouterEvent;
 use crate::expiry::sweeper::Sweeper;
 use crate::query::Query;
+use crate::replication::{Action, Applied, Decision, Outbox, Replication, ReplicationStats};
 use crate::scores::{OverlapScores, ScoreSink};
-use crate::sharing::{Action, Replication};
 use crate::stats::IndexStats;
 use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 
@@ -61,9 +61,9 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 /// assert!(index.find(Query::tokens(&prompt)).scores.is_empty());
 /// ```
 pub struct ApproxKvIndexer<W: WorkerKey = WorkerId> {
-    pub(crate) inner: Arc<Engine>,
+    inner: Arc<Engine>,
     sweeper: Sweeper,
-    pub(crate) replication: Box<Replication>,
+    replication: Box<Replication>,
     key: std::marker::PhantomData<fn(W) -> W>,
 }
 
@@ -71,7 +71,7 @@ impl<W: WorkerKey> std::fmt::Debug for ApproxKvIndexer<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApproxKvIndexer")
             .field("block_size", &self.inner.block_size)
-            .field("ttl", &Duration::from_nanos(self.inner.ttl_nanos))
+            .field("ttl", &Duration::from_nanos(self.inner.ttl_nanos()))
             .field("caps", &self.inner.caps)
             .field("sweeper_running", &self.sweeper.is_running())
             .finish_non_exhaustive()
@@ -138,6 +138,12 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         self.inner.block_size
     }
 
+    /// The TTL in nanoseconds, for transports that keep decisions as long as they live.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn ttl_nanos(&self) -> u64 {
+        self.inner.ttl_nanos()
+    }
+
     /// Records that `worker` was chosen for the prompt of `query`: its full blocks become
     /// "probably cached on `worker`" for one TTL, refreshing any it already held. A record
     /// needs the prompt's local hashes ([`Query`] says which forms carry them); a rejected
@@ -165,7 +171,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             self.replication.share(|| Action::Route {
                 worker_id: worker.worker_id(),
                 dp_rank: worker.dp_rank(),
-                blocks: local[..local.len().min(crate::sharing::MAX_BLOCKS)].to_vec(),
+                blocks: local[..local.len().min(crate::replication::MAX_BLOCKS)].to_vec(),
             });
         }
     }
@@ -276,6 +282,99 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         self.inner.apply_event(event);
     }
 
+    /// Applies another replica's [`Decision`] as if this index had taken it when it was
+    /// taken: a route's blocks expire a TTL after the decision's time (by this index's
+    /// wall clock: a decision taken 3 s ago expires 3 s before one taken now; one dated in
+    /// the future counts as taken now; one a TTL old or more is skipped), under the same
+    /// caps as local decisions; removals remove. Idempotent: a decision whose sequence
+    /// number is not above every one applied from its origin is skipped, as are this
+    /// replica's own (those it took since it was built: a replica restarted with the same
+    /// [`replica_id`](crate::Builder::replica_id) applies what it decided before, as
+    /// replayed by a transport). Blocks are placed by the chain of their tokens hashes (as
+    /// [`compute_seq_hashes`]), which is what finds look up.
+    ///
+    /// Decisions of one origin are applied one at a time (a lock per origin, held while
+    /// one is applied); apply them in their order. Different origins' decisions can be
+    /// applied from different threads at once, and do not wait for each other.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use approx_kv_index::*;
+    /// use approx_kv_index::replication::{Action, Applied, Decision};
+    /// let wall = Arc::new(ManualClock::new());
+    /// wall.set(Duration::from_secs(1_000));
+    /// let index = ApproxKvIndexer::builder()
+    ///     .block_size(1)
+    ///     .ttl(Duration::from_secs(10))
+    ///     .wall_clock(wall.clone())
+    ///     .build()?;
+    /// let taken = |seq: u64, secs_ago: u64| Decision {
+    ///     origin: 5,
+    ///     seq,
+    ///     decided_at: Duration::from_secs(1_000 - secs_ago),
+    ///     action: Action::Route { worker_id: 2, dp_rank: 0, blocks: vec![LocalBlockHash(9)] },
+    /// };
+    /// assert_eq!(index.apply_decision(&taken(1, 10)), Applied::Expired);
+    /// assert_eq!(index.apply_decision(&taken(2, 3)), Applied::Applied);
+    /// assert_eq!(index.apply_decision(&taken(2, 3)), Applied::Duplicate);
+    /// assert_eq!(index.find(Query::blocks(&[LocalBlockHash(9)])).scores[&2], 1);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn apply_decision(&self, decision: &Decision) -> Applied {
+        self.replication.apply_decision::<W>(&self.inner, decision)
+    }
+
+    /// Applies decisions in their order, each as [`apply_decision`](Self::apply_decision)
+    /// does, and returns each one's outcome. Faster per decision than one call each: the
+    /// sequence hashes of their routes are chained four at a time (a chain is serial,
+    /// chains of different prompts are not), an origin's lock is taken once for a stretch
+    /// of its consecutive decisions, and the [counters](Self::replication_stats) are
+    /// updated once for several decisions (they are all counted when the call returns).
+    /// Transports that read decisions in batches apply them this way.
+    ///
+    /// ```
+    /// use approx_kv_index::*;
+    /// use approx_kv_index::replication::{Action, Applied, Decision};
+    /// let index = ApproxKvIndexer::builder().block_size(1).build()?;
+    /// let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    /// let route = |seq: u64, worker_id: u64| Decision {
+    ///     origin: 5,
+    ///     seq,
+    ///     decided_at: now,
+    ///     action: Action::Route { worker_id, dp_rank: 0, blocks: vec![LocalBlockHash(9)] },
+    /// };
+    /// let outcomes = index.apply_decisions(&[route(1, 2), route(2, 3), route(2, 4)]);
+    /// assert_eq!(outcomes, [Applied::Applied, Applied::Applied, Applied::Duplicate]);
+    /// assert_eq!(index.find(Query::blocks(&[LocalBlockHash(9)])).scores.len(), 2);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn apply_decisions(&self, decisions: &[Decision]) -> Vec<Applied> {
+        self.replication
+            .apply_decisions::<W>(&self.inner, decisions)
+    }
+
+    /// The queue of this replica's decisions waiting to be published, when decisions are
+    /// shared ([`Builder::share_decisions`](crate::Builder::share_decisions)); for
+    /// transports.
+    pub fn outbox(&self) -> Option<&Outbox> {
+        self.replication.outbox()
+    }
+
+    /// Counters of decision sharing: decisions shared and dropped, applied and skipped,
+    /// and how late they arrived.
+    ///
+    /// ```
+    /// # use approx_kv_index::ApproxKvIndexer;
+    /// let index = ApproxKvIndexer::builder().replica_id(3).share_decisions(8).build()?;
+    /// index.remove_worker(1);
+    /// let stats = index.replication_stats();
+    /// assert_eq!((stats.replica_id, stats.shared, stats.queued), (3, 1, 1));
+    /// # Ok::<(), approx_kv_index::ConfigError>(())
+    /// ```
+    pub fn replication_stats(&self) -> ReplicationStats {
+        self.replication.stats()
+    }
+
     /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is
     /// recorded again. O(ranks). Its entries are freed whatever their TTL left, together
     /// with those of every worker removed meanwhile: by the sweeper within two rounds over
@@ -294,7 +393,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert!(index.find(Query::tokens(&[1, 2])).scores.is_empty());
     /// ```
     pub fn remove_worker(&self, worker: WorkerId) {
-        self.inner.workers.remove(worker);
+        self.inner.remove_worker(worker);
         let action = || Action::RemoveWorker { worker_id: worker };
         self.replication.share(action);
     }
@@ -318,14 +417,14 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(index.worker_entries(8), 0);
     /// ```
     pub fn worker_entries(&self, worker: WorkerId) -> usize {
-        self.inner.workers.entries_of_worker(worker)
+        self.inner.worker_entries(worker)
     }
 
     /// Forgets one key: for [`WorkerWithDpRank`](crate::WorkerWithDpRank), one rank of a
     /// worker (the others stay); for plain ids, the same as
     /// [`remove_worker`](Self::remove_worker).
     pub fn remove_worker_key(&self, worker: W) {
-        self.inner.workers.remove_rank(worker);
+        self.inner.remove_key(worker);
         self.replication.share(|| Action::RemoveKey {
             worker_id: worker.worker_id(),
             dp_rank: worker.dp_rank(),

@@ -103,7 +103,6 @@ mod prefetch;
 mod query;
 pub mod replication;
 mod scores;
-mod sharing;
 mod slot;
 mod snapshot;
 mod stats;

@@ -40,15 +40,15 @@ pub(crate) const NEVER: u64 = 1 << 62;
 /// State shared by the callers and the sweeper thread.
 pub(crate) struct Engine {
     pub(crate) block_size: u32,
-    pub(crate) ttl_nanos: u64,
+    ttl_nanos: u64,
     /// The TTL means "never": approximate claims are read at time 0 (always live), and
     /// decisions push no timer.
     never: bool,
     tick_nanos: u64,
     pub(crate) caps: Caps,
     clock: Arc<dyn Clock>,
-    pub(crate) tree: Tree,
-    pub(crate) workers: Arc<Workers>,
+    tree: Tree,
+    workers: Arc<Workers>,
     expiry: Expiry,
     /// Every decision, oldest first, under a global cap.
     global_log: Option<DecisionLog>,
@@ -290,6 +290,26 @@ impl Engine {
             evicted += evictor.evict_total(cap, quota - evicted);
         }
         self.evictions.add(evicted as u64);
+    }
+
+    /// Forgets every rank of `worker` (see `ApproxKvIndexer::remove_worker`).
+    pub(crate) fn remove_worker(&self, worker: crate::WorkerId) {
+        self.workers.remove(worker);
+    }
+
+    /// Forgets one key (see `ApproxKvIndexer::remove_worker_key`).
+    pub(crate) fn remove_key(&self, key: impl WorkerKey) {
+        self.workers.remove_rank(key);
+    }
+
+    /// The entries every rank of `worker` holds.
+    pub(crate) fn worker_entries(&self, worker: crate::WorkerId) -> usize {
+        self.workers.entries_of_worker(worker)
+    }
+
+    /// The TTL in nanoseconds (`NEVER` or more: never).
+    pub(crate) fn ttl_nanos(&self) -> u64 {
+        self.ttl_nanos
     }
 
     pub(crate) fn stats(&self) -> IndexStats {

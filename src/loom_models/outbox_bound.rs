@@ -15,7 +15,7 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use crate::sharing::{Action, Decision, Outbox};
+use crate::replication::{Action, Decision, Outbox};
 
 fn removal(worker_id: u64) -> Decision {
     Decision {

@@ -32,10 +32,17 @@
 
 mod apply;
 mod codec;
+mod decision;
+mod lag;
+mod outbox;
 #[cfg(feature = "redis")]
 pub mod redis;
+mod state;
+mod tally;
 
-pub use crate::sharing::{
-    Action, Applied, Decision, LagHistogram, Outbox, ReplicaId, ReplicationStats, MAX_BLOCKS,
-};
 pub use codec::{DecodeError, MAX_ENCODED_LEN, VERSION};
+pub use decision::{Action, Decision, ReplicaId, MAX_BLOCKS};
+pub use lag::LagHistogram;
+pub use outbox::Outbox;
+pub(crate) use state::Replication;
+pub use state::{Applied, ReplicationStats};

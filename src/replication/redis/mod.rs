@@ -369,7 +369,7 @@ impl<W: WorkerKey> RedisSync<W> {
             return Err(RedisSyncError::Config("connect_timeout must be above zero"));
         }
         let client = config.client()?;
-        let ttl = index.inner.ttl_nanos;
+        let ttl = index.ttl_nanos();
         config.retention.get_or_insert(if ttl >= NEVER {
             Retention::MaxLen(DEFAULT_MAX_LEN)
         } else {

@@ -144,7 +144,7 @@ impl Outbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sharing::Action;
+    use crate::replication::Action;
 
     fn removal() -> Decision {
         Decision {

@@ -1,29 +1,17 @@
-//! The index's side of sharing decisions with other router replicas: what a decision is
-//! ([`Decision`], [`Action`]), the [`Outbox`] that local decisions are queued in, the
-//! [`LagHistogram`] of arrivals, and the sharing state of one index ([`Replication`]:
-//! numbering, the highest sequence number applied per origin, counters, which applies
-//! tally on their thread first: `tally.rs`).
-//!
-//! Below the index, which holds a [`Replication`]; the public items are re-exported by
-//! `replication`, the public face, which adds the wire format, the index's methods that
-//! apply decisions, and the transports (which use the index).
-
-mod decision;
-mod lag;
-mod queue;
-mod tally;
+//! The sharing state of one index ([`Replication`]): numbering its own decisions, the
+//! outbox they are queued in, the highest sequence number applied per origin, and the
+//! counters (which applies tally on their thread first: `tally.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use decision::{Action, Decision, ReplicaId, MAX_BLOCKS};
-pub use lag::LagHistogram;
-pub use queue::Outbox;
-
+use super::decision::{Action, Decision, ReplicaId};
+use super::lag::LagHistogram;
+use super::outbox::Outbox;
+use super::tally::Tally;
 use crate::clock::{nanos, Clock};
 use crate::config::Builder;
-use tally::Tally;
 
 /// What [`apply_decision`](crate::ApproxKvIndexer::apply_decision) did with a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,11 +75,11 @@ pub(crate) struct Replication {
     /// time, in order, and different origins' at once. The map's lock is held only to find
     /// or add an origin's entry.
     applied_seq: parking_lot::Mutex<rustc_hash::FxHashMap<ReplicaId, Arc<OriginSeq>>>,
-    applied: AtomicU64,
-    duplicates: AtomicU64,
-    expired: AtomicU64,
-    gaps: AtomicU64,
-    lag: LagHistogram,
+    pub(super) applied: AtomicU64,
+    pub(super) duplicates: AtomicU64,
+    pub(super) expired: AtomicU64,
+    pub(super) gaps: AtomicU64,
+    pub(super) lag: LagHistogram,
 }
 
 impl Replication {
