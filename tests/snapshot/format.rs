@@ -1,6 +1,17 @@
-//! Promises: Snapshot and restore.
+//! What snapshots and dumps hold: the snapshot's documented byte layout (and a file written
+//! by hand from it); TTLs left clamped to the restoring index's TTL, and a refused restore
+//! changing nothing; data-parallel ranks kept; dumps naming blocks by this index's hashes,
+//! never the engines'.
 
-use super::*;
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+use crate::support::events::{block, stored, stored_data, stored_ours};
+use crate::support::index::{chain, manual_index, ranked_index, score, tokens};
+
+const TTL: Duration = Duration::from_secs(10);
+const NS: Duration = Duration::from_nanos(1);
 
 /// src/indexer.rs, `restore`: "each entry comes back with the TTL it had left (at most this
 /// index's TTL), counted from now"; "A snapshot of another block size is refused and
@@ -171,4 +182,37 @@ fn snapshots_keep_data_parallel_ranks() {
     assert_eq!(score(&restored, &[1, 2, 3, 4], r1), None);
 }
 
-// ---------------------------------------------------------------------------------------
+/// src/indexer.rs, `dump_events`: "blocks and parents named by this index's sequence
+/// hashes ... Engine hashes are not dumped"; src/events.rs, `RouterEvent::event_id`: "A
+/// number increasing within one dump"; replaying the dump "rebuilds the state".
+#[test]
+fn dumps_name_blocks_by_this_index_hashes_never_the_engines() {
+    let (index, _c) = manual_index(1, TTL);
+    let (local, seq) = chain(&[1, 2, 3], 1);
+    let engine: Vec<_> = (0..3)
+        .map(|i| block(SequenceHash(0xA1 + i as u64), local[i], None))
+        .collect();
+    index.apply_event(&stored(4, None, engine));
+    let dump = index.dump_events();
+    assert_eq!(dump.len(), 3);
+    for (i, e) in dump.iter().enumerate() {
+        let data = stored_data(e);
+        assert_eq!(data.blocks.len(), 1);
+        let b = data.blocks[0];
+        assert_eq!(
+            (b.block_hash, b.tokens_hash, b.expires_in),
+            (seq[i], local[i], None)
+        );
+        assert_eq!(data.parent_hash, i.checked_sub(1).map(|p| seq[p]));
+        if i > 0 {
+            assert!(e.event_id > dump[i - 1].event_id, "event ids increase");
+        }
+    }
+    let (replayed, _c2) = manual_index(1, TTL);
+    for e in &dump {
+        replayed.apply_event(e);
+    }
+    assert_eq!(replayed.stats().rejected_events, 0);
+    assert_eq!(score(&replayed, &[1, 2, 3], 4), Some(3));
+    assert_eq!(replayed.dump_events(), dump);
+}

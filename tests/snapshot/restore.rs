@@ -1,11 +1,12 @@
-//! Snapshot and restore keep TTLs; bad files are clear errors, never panics.
-
-mod support;
+//! Snapshot and restore keep TTLs; bad files are clear errors, never panics; restored
+//! entries are reclaimed; a restored claim that outlives its parent ends the leading run
+//! there; a restored index of decisions answers like the original as claims expire.
 
 use std::time::Duration;
 
 use approx_kv_index::*;
-use support::index::{manual_index, tokens};
+
+use crate::support::index::{manual_index, tokens};
 
 const TTL: Duration = Duration::from_secs(100);
 

@@ -1,6 +1,52 @@
-//! Promises: KV events and dumps.
+//! What a `Stored` event's parent, block names and TTLs left mean: blocks stored under an
+//! engine's hashes are found, resolved as parents and removed by those names; a TTL left
+//! expires that long from now (at most the TTL); a parent must be held live by the worker
+//! (or named by this index's hashes); an event whose names repeat is rejected and changes
+//! nothing. `Cleared` of a `WorkerWithDpRank` forgets one rank.
 
-use super::*;
+use std::collections::HashSet;
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+use super::{NS, TTL};
+use crate::support::events::{block, removed_event, stored, stored_event, stored_ours};
+use crate::support::index::{chain, index_with, manual_index, ranked_index, score, tokens};
+
+/// Regression: engines publish their own block hashes; a find looks blocks up by this
+/// index's chain of tokens hashes. Stored blocks were filed under the engine's hashes, so
+/// they were never found.
+#[test]
+fn blocks_stored_under_engine_hashes_are_found() {
+    let (index, clock) = index_with(Duration::from_secs(60), None, None);
+    let prompt = tokens(0, 6);
+    let local = compute_block_hash_for_seq(&prompt, 1);
+    // Engine hashes unrelated to ours, and different on the two workers.
+    let engine = |w: u64, i: usize| 0xE000_0000 + 100 * w + i as u64;
+    for w in [1u64, 2] {
+        let first: Vec<_> = (0..3).map(|i| (local[i].0, engine(w, i))).collect();
+        let second: Vec<_> = (3..6).map(|i| (local[i].0, engine(w, i))).collect();
+        index.apply_event(&stored_event(w, None, &first));
+        index.apply_event(&stored_event(w, Some(engine(w, 2)), &second));
+    }
+    let found = index.find_matches(&local);
+    assert_eq!((found.scores[&1], found.scores[&2]), (6, 6));
+    // A parent named by another worker's engine hash is unknown to this worker.
+    index.apply_event(&stored_event(1, Some(engine(2, 5)), &[(local[0].0, 77)]));
+    assert_eq!(index.stats().rejected_events, 1);
+    // Removals by engine hash end the right block (and the name).
+    index.apply_event(&removed_event(1, &[engine(1, 3)]));
+    let found = index.find_matches(&local);
+    assert_eq!((found.scores[&1], found.scores[&2]), (3, 6));
+    index.apply_event(&removed_event(1, &[engine(1, 3)])); // already gone: no effect
+    assert_eq!(index.stats().entries, 11);
+    // Exact entries do not expire; removing the worker forgets its names too.
+    clock.advance(Duration::from_secs(3600));
+    index.remove_worker(1);
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 6);
+    assert_eq!(index.find_matches(&local).scores[&2], 6);
+}
 
 /// src/indexer.rs, `apply_event`: "A block with `expires_in: Some(ttl_left)` (a dumped
 /// approximate entry) gets an approximate claim expiring that long from now (at most the
@@ -75,65 +121,8 @@ fn a_stored_parent_must_be_held_live_by_the_worker() {
     assert_eq!(index.find_matches(&local[2..3]).scores.get(&3), None);
 }
 
-/// src/indexer.rs, `apply_event`: "`Cleared` forgets that key: for `WorkerWithDpRank` one
-/// rank (like `remove_worker_key`)".
-#[test]
-fn cleared_forgets_one_rank_and_keeps_the_others() {
-    let (index, _c) = ranked_index(2, TTL);
-    let r = WorkerWithDpRank::new;
-    for key in [r(7, 0), r(7, 1), r(8, 1)] {
-        index.process_routing_decision_for_request(&[1, 2], key);
-    }
-    index.apply_event(&RouterEvent {
-        worker_id: r(7, 1),
-        event_id: 0,
-        data: KvCacheEventData::Cleared,
-    });
-    let found = index.find_matches_for_request(&[1, 2]);
-    let keys: HashSet<_> = found.scores.keys().copied().collect();
-    assert_eq!(keys, HashSet::from([r(7, 0), r(8, 1)]));
-    assert_eq!(index.stats().workers, 2);
-}
-
-/// src/indexer.rs, `dump_events`: "blocks and parents named by this index's sequence
-/// hashes ... Engine hashes are not dumped"; src/events.rs, `RouterEvent::event_id`: "A
-/// number increasing within one dump"; replaying the dump "rebuilds the state".
-#[test]
-fn dumps_name_blocks_by_this_index_hashes_never_the_engines() {
-    let (index, _c) = manual_index(1, TTL);
-    let (local, seq) = chain(&[1, 2, 3], 1);
-    let engine: Vec<_> = (0..3)
-        .map(|i| block(SequenceHash(0xA1 + i as u64), local[i], None))
-        .collect();
-    index.apply_event(&stored(4, None, engine));
-    let dump = index.dump_events();
-    assert_eq!(dump.len(), 3);
-    for (i, e) in dump.iter().enumerate() {
-        let data = stored_data(e);
-        assert_eq!(data.blocks.len(), 1);
-        let b = data.blocks[0];
-        assert_eq!(
-            (b.block_hash, b.tokens_hash, b.expires_in),
-            (seq[i], local[i], None)
-        );
-        assert_eq!(data.parent_hash, i.checked_sub(1).map(|p| seq[p]));
-        if i > 0 {
-            assert!(e.event_id > dump[i - 1].event_id, "event ids increase");
-        }
-    }
-    let (replayed, _c2) = manual_index(1, TTL);
-    for e in &dump {
-        replayed.apply_event(e);
-    }
-    assert_eq!(replayed.stats().rejected_events, 0);
-    assert_eq!(score(&replayed, &[1, 2, 3], 4), Some(3));
-    assert_eq!(replayed.dump_events(), dump);
-}
-
-// ---------------------------------------------------------------------------------------
-
 /// src/indexer.rs, `apply_event`: "So is an event that names two of its blocks alike (by
-/// `block_hash`) or a block as its own parent: it changes nothing." The issue's case: a
+/// `block_hash`) or a block as its own parent: it changes nothing." The case: a
 /// worker stored `[1]` under name 100; a store with parent 100 whose first block is also
 /// named 100 (then 200) once rebound the name, so the worker held `[1]`, `[1, 1]` and
 /// `[1, 1, 2]`, and a later `Removed(100)` removed `[1, 1]` instead of `[1]`.
@@ -191,4 +180,24 @@ fn a_stored_event_whose_names_repeat_is_rejected_and_changes_nothing() {
     index.apply_event(&stored(7, None, vec![named(100, 1), named(200, 2)]));
     assert_eq!(score(&index, &[1, 2], 7), Some(2));
     assert_eq!(index.stats().rejected_events, malformed.len() as u64);
+}
+
+/// src/indexer.rs, `apply_event`: "`Cleared` forgets that key: for `WorkerWithDpRank` one
+/// rank (like `remove_worker_key`)".
+#[test]
+fn cleared_forgets_one_rank_and_keeps_the_others() {
+    let (index, _c) = ranked_index(2, TTL);
+    let r = WorkerWithDpRank::new;
+    for key in [r(7, 0), r(7, 1), r(8, 1)] {
+        index.process_routing_decision_for_request(&[1, 2], key);
+    }
+    index.apply_event(&RouterEvent {
+        worker_id: r(7, 1),
+        event_id: 0,
+        data: KvCacheEventData::Cleared,
+    });
+    let found = index.find_matches_for_request(&[1, 2]);
+    let keys: HashSet<_> = found.scores.keys().copied().collect();
+    assert_eq!(keys, HashSet::from([r(7, 0), r(8, 1)]));
+    assert_eq!(index.stats().workers, 2);
 }

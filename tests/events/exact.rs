@@ -1,13 +1,13 @@
-//! Exact KV events alongside approximate routing decisions.
-
-mod support;
-
-use std::time::Duration;
+//! Exact KV events alongside approximate routing decisions: `Stored` blocks have no TTL
+//! and may continue a decision's chain; `Removed` ends both claims and frees the entry at
+//! once; `Cleared` forgets one worker, exact entries included; events for unknown workers
+//! are harmless (an unresolvable parent drops the event); an exact block below an expired
+//! decision does not extend the leading run.
 
 use approx_kv_index::*;
-use support::index::{manual_index, tokens};
 
-const TTL: Duration = Duration::from_secs(10);
+use super::TTL;
+use crate::support::index::{manual_index, tokens};
 
 fn hashes(t: &[u32]) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
     let local = compute_block_hash_for_seq(t, 2);
