@@ -151,11 +151,6 @@ impl Engine {
         self.tree.find_into(query, now, &*self.workers, &guard, out);
     }
 
-    pub(crate) fn dump<W: WorkerKey>(&self) -> Vec<crate::RouterEvent<W>> {
-        let guard = epoch::pin();
-        self.tree.dump(self.read_at(), &*self.workers, &guard)
-    }
-
     /// An approximate claim of `ttl` nanoseconds from `now` for `slot`: with caps, made
     /// later than any the slot was given before, so eviction tells decisions apart by age.
     fn expiry_for(&self, slot: Slot, now: u64, ttl: u64) -> u64 {

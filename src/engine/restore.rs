@@ -1,5 +1,6 @@
-//! Snapshot and restore: the live state with each entry's TTL left, and putting it back so
-//! that finds, expiry and eviction go on as they would have in the snapshotted index.
+//! Dump, snapshot and restore: the live state with each entry's TTL left (as `Stored`
+//! events, or as a snapshot), and putting it back so that finds, expiry and eviction go
+//! on as they would have in the snapshotted index.
 
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use crossbeam_epoch as epoch;
 
 use super::Engine;
 use crate::clock::nanos;
+use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::slot::Slot;
 use crate::tree::claim::Claim;
 use crate::tree::{LiveEntry, Span};
@@ -14,18 +16,50 @@ use crate::workers::Write;
 use crate::{Snapshot, SnapshotEntry, SnapshotError, WorkerKey};
 
 impl Engine {
-    pub(crate) fn snapshot<W: WorkerKey>(&self) -> Snapshot {
+    /// Every live entry of a live worker, with its key: parents first (by depth), then by
+    /// worker and block.
+    fn live_entries<W: WorkerKey>(&self) -> Vec<(W, LiveEntry)> {
         let guard = epoch::pin();
-        let rows = self
-            .tree
-            .live_entries::<W>(self.read_at(), &*self.workers, &guard);
+        let rows = self.tree.live_entries(self.read_at(), &guard);
+        // Under the same pin: a slot the tree showed cannot have been recycled yet.
+        let mut keyed: Vec<(W, LiveEntry)> = rows
+            .into_iter()
+            .filter_map(|row| Some((self.workers.alive::<W>(row.slot)?, row)))
+            .collect();
+        keyed.sort_unstable_by_key(|(worker, row)| (row.depth, *worker, row.seq));
+        keyed
+    }
+
+    /// Every live entry as a one-block `Stored` event, parents first: exact entries with
+    /// no `expires_in`, approximate ones with their TTL left.
+    pub(crate) fn dump<W: WorkerKey>(&self) -> Vec<RouterEvent<W>> {
+        self.live_entries::<W>()
+            .into_iter()
+            .zip(0u64..)
+            .map(|((worker, row), event_id)| RouterEvent {
+                worker_id: worker,
+                event_id,
+                data: KvCacheEventData::Stored(KvCacheStoreData {
+                    parent_hash: (row.depth > 0).then_some(row.parent),
+                    blocks: vec![KvCacheStoredBlockData {
+                        block_hash: row.seq,
+                        tokens_hash: row.local,
+                        expires_in: (!row.exact).then(|| Duration::from_nanos(row.ttl_left)),
+                    }],
+                }),
+            })
+            .collect()
+    }
+
+    pub(crate) fn snapshot<W: WorkerKey>(&self) -> Snapshot {
         Snapshot {
             block_size: self.block_size,
-            entries: rows
+            entries: self
+                .live_entries::<W>()
                 .into_iter()
-                .map(|r| SnapshotEntry {
-                    worker_id: r.worker.worker_id(),
-                    dp_rank: r.worker.dp_rank(),
+                .map(|(worker, r)| SnapshotEntry {
+                    worker_id: worker.worker_id(),
+                    dp_rank: worker.dp_rank(),
                     block: r.seq,
                     parent: r.parent,
                     local: r.local,
@@ -82,7 +116,7 @@ impl Engine {
             }
             let row = LiveEntry {
                 depth: e.depth,
-                worker: (),
+                slot,
                 seq: e.block,
                 parent: e.parent,
                 local: e.local,

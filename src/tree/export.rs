@@ -1,4 +1,5 @@
-//! Reading the whole tree out (dump, snapshot) and putting entries back (restore).
+//! Reading the whole tree out as plain rows (for dumps and snapshots) and putting entries
+//! back (restore). Rows name slots: the engine turns them into worker keys and events.
 
 use super::Writing;
 use crossbeam_epoch::Guard;
@@ -7,15 +8,14 @@ use super::claim::Claim;
 use super::node::Kind;
 use super::record::BlockAt;
 use super::{node, run, Tree};
-use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
-use crate::slot::{Slot, SlotOwners};
-use crate::{LocalBlockHash, SequenceHash, WorkerKey};
+use crate::slot::Slot;
+use crate::{LocalBlockHash, SequenceHash};
 
-/// One live (block, worker) entry, with what it takes to put it back.
+/// One live (block, slot) entry, with what it takes to put it back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LiveEntry<W> {
+pub(crate) struct LiveEntry {
     pub(crate) depth: u32,
-    pub(crate) worker: W,
+    pub(crate) slot: Slot,
     pub(crate) seq: SequenceHash,
     pub(crate) parent: SequenceHash,
     pub(crate) local: LocalBlockHash,
@@ -47,14 +47,10 @@ fn ttl_left(c: Claim, at: ReadAt) -> u64 {
 }
 
 impl Tree {
-    /// Every live entry of a live worker, parents first (by depth), then by worker and
-    /// block. Reads shard after shard: not a snapshot while callers run.
-    pub(crate) fn live_entries<W: WorkerKey>(
-        &self,
-        at: ReadAt,
-        workers: &impl SlotOwners,
-        guard: &Guard,
-    ) -> Vec<LiveEntry<W>> {
+    /// Every live entry, each once, in no particular order; dead slots' too (the caller
+    /// knows which slots are live, and must ask under `guard`, before a dead slot can be
+    /// recycled). Reads shard after shard: not a snapshot while callers run.
+    pub(crate) fn live_entries(&self, at: ReadAt, guard: &Guard) -> Vec<LiveEntry> {
         let mut rows = Vec::new();
         self.nodes.for_each(|key, node| {
             let run = match node.kind() {
@@ -68,12 +64,9 @@ impl Tree {
                 if !c.live(at.live) {
                     continue;
                 }
-                let Some(worker) = workers.alive::<W>(holder.slot()) else {
-                    continue;
-                };
                 let row = |depth, seq, parent, local| LiveEntry {
                     depth,
-                    worker,
+                    slot: holder.slot(),
                     seq: SequenceHash(seq),
                     parent,
                     local: LocalBlockHash(local),
@@ -97,37 +90,10 @@ impl Tree {
                 }
             }
         });
-        rows.sort_unstable_by_key(|r| (r.depth, r.worker, r.seq));
         // A run being split up shows its blocks both in the run and as nodes.
-        rows.dedup_by_key(|r| (r.depth, r.worker, r.seq));
+        rows.sort_unstable_by_key(|r| (r.slot, r.seq, r.depth));
+        rows.dedup_by_key(|r| (r.slot, r.seq, r.depth));
         rows
-    }
-
-    /// Every live entry as a one-block `Stored` event, parents first: exact entries with
-    /// no `expires_in`, approximate ones with their TTL left.
-    pub(crate) fn dump<W: WorkerKey>(
-        &self,
-        at: ReadAt,
-        workers: &impl SlotOwners,
-        guard: &Guard,
-    ) -> Vec<RouterEvent<W>> {
-        let rows = self.live_entries::<W>(at, workers, guard);
-        rows.into_iter()
-            .zip(0u64..)
-            .map(|(row, event_id)| RouterEvent {
-                worker_id: row.worker,
-                event_id,
-                data: KvCacheEventData::Stored(KvCacheStoreData {
-                    parent_hash: (row.depth > 0).then_some(row.parent),
-                    blocks: vec![KvCacheStoredBlockData {
-                        block_hash: row.seq,
-                        tokens_hash: row.local,
-                        expires_in: (!row.exact)
-                            .then(|| std::time::Duration::from_nanos(row.ttl_left)),
-                    }],
-                }),
-            })
-            .collect()
     }
 
     /// Puts one entry back with the given claim (merged into an existing one), at the
@@ -136,7 +102,7 @@ impl Tree {
     pub(crate) fn restore_entry(
         &self,
         slot: Slot,
-        row: &LiveEntry<impl Sized>,
+        row: &LiveEntry,
         claim: Claim,
         guard: &Writing<'_>,
     ) -> bool {
@@ -174,7 +140,7 @@ mod tests {
             };
             let row = LiveEntry {
                 depth,
-                worker: (),
+                slot,
                 seq: block,
                 parent: if k == 0 { SequenceHash(0) } else { seq[k - 1] },
                 local: local[k],

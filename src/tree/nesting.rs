@@ -70,7 +70,7 @@ impl Tree {
     pub(super) fn note_restore_nesting(
         &self,
         slot: Slot,
-        row: &LiveEntry<impl Sized>,
+        row: &LiveEntry,
         claim: Claim,
         guard: &Guard,
     ) {
@@ -91,7 +91,7 @@ impl Tree {
     fn restore_keeps_nesting(
         &self,
         slot: Slot,
-        row: &LiveEntry<impl Sized>,
+        row: &LiveEntry,
         claim: Claim,
         guard: &Guard,
     ) -> bool {
