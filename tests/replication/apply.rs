@@ -1,33 +1,19 @@
-//! Sharing decisions between replicas, without a transport: decisions taken from one
-//! index's outbox, encoded, decoded and applied to others.
-
-mod support;
+//! Applying other replicas' decisions: replicas converge and apply each decision once (no
+//! echo); an applied decision expires a TTL after it was taken (aged by the wall clock,
+//! expiring on the index clock), never shortens a later local one, is skipped a TTL old and
+//! counted as now from the future; own decisions and gaps; age kept and caps held under
+//! caps; never-TTLs; removals per worker and per rank; a restarted replica's old decisions;
+//! gaps of nearly 2^64; a batch applies as its decisions one by one.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use approx_kv_index::replication::{Action, Applied, Decision, DecodeError};
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, ManualClock, WorkerWithDpRank};
+use approx_kv_index::replication::{Action, Applied, Decision};
+use approx_kv_index::*;
 use proptest::prelude::*;
 
-const TTL: Duration = Duration::from_secs(10);
-const EPOCH: Duration = Duration::from_secs(1_700_000_000);
-
-/// A replica whose index clock and wall clock are the same manual clock (the wall clock
-/// starting at `EPOCH`: only differences matter).
-fn replica(id: u64, clock: &Arc<ManualClock>) -> ApproxKvIndexer {
-    replica_builder(id, clock).build().unwrap()
-}
-
-fn replica_builder(id: u64, clock: &Arc<ManualClock>) -> approx_kv_index::Builder {
-    support::index::sharing_replica(id, clock, TTL)
-}
-
-fn clock() -> Arc<ManualClock> {
-    let clock = Arc::new(ManualClock::new());
-    clock.set(EPOCH);
-    clock
-}
+use super::{clock, manual, replica, replica_builder, route, EPOCH, NS, TTL};
+use crate::support::index::{score, sharing_replica};
 
 /// Every decision queued by `from`, through the wire format.
 fn drain(from: &ApproxKvIndexer) -> Vec<Decision> {
@@ -35,14 +21,6 @@ fn drain(from: &ApproxKvIndexer) -> Vec<Decision> {
     std::iter::from_fn(|| outbox.pop())
         .map(|d| Decision::decode(&d.encode()).unwrap())
         .collect()
-}
-
-fn score(index: &ApproxKvIndexer, tokens: &[u32], worker: u64) -> Option<u32> {
-    index
-        .find_matches_for_request(tokens)
-        .scores
-        .get(&worker)
-        .copied()
 }
 
 #[test]
@@ -90,6 +68,64 @@ fn applied_decisions_expire_from_when_they_were_taken() {
     assert_eq!(score(&a, &[1, 2], 7), None); // as on its origin
     assert_eq!(score(&b, &[5, 6], 8), Some(2)); // 7 s after b's own
     assert_eq!(b.replication_stats().lag_p50.as_secs(), 3);
+}
+
+/// src/replication/apply.rs, `apply_decision`: "a route's blocks expire a TTL after the
+/// decision's time (by this index's wall clock: a decision taken 3 s ago expires 3 s
+/// before one taken now ...)"; src/config.rs, `Builder::wall_clock`: "The wall clock ...
+/// that dates shared decisions and ages received ones". The index's own clock (monotonic,
+/// any origin) is not the wall clock: the age is measured on the wall clock and the expiry
+/// runs on the index's clock.
+#[test]
+fn an_applied_decision_is_aged_by_the_wall_clock_and_expires_on_the_index_clock() {
+    let mono = manual(Duration::from_secs(5)); // an unrelated origin
+    let wall = manual(EPOCH);
+    let b = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(TTL)
+        .clock(mono.clone())
+        .wall_clock(wall.clone())
+        .background_sweeper(false)
+        .replica_id(2)
+        .build()
+        .unwrap();
+    let three_s_ago = route(1, EPOCH - Duration::from_secs(3));
+    assert_eq!(b.apply_decision(&three_s_ago), Applied::Applied);
+    b.process_routing_decision_for_request(&[77], 4); // taken now, on b
+    mono.advance(TTL - Duration::from_secs(3) - NS);
+    assert_eq!(
+        b.find_matches(&[LocalBlockHash(1)]).scores.get(&4),
+        Some(&1)
+    );
+    mono.advance(NS);
+    assert!(b.find_matches(&[LocalBlockHash(1)]).scores.is_empty());
+    assert_eq!(b.find_matches_for_request(&[77]).scores.get(&4), Some(&1));
+    assert_eq!(b.replication_stats().lag_p50.as_secs(), 3);
+}
+
+/// src/indexer.rs, `process_routing_decision_for_request`: blocks become probably cached
+/// "for one TTL (refreshing any it already held)"; design.md, record: a refresh "raise[s]
+/// its expiry with an atomic max". A decision applied from another replica, dated 5 s
+/// earlier, refreshes nothing backwards: the local, later decision keeps its full TTL.
+#[test]
+fn an_older_shared_decision_never_shortens_a_later_local_one() {
+    let clock = Arc::new(ManualClock::new());
+    clock.set(EPOCH);
+    let replica = |id: u64| sharing_replica(id, &clock, TTL).build().unwrap();
+    let (a, b) = (replica(1), replica(2));
+    a.process_routing_decision_for_request(&[1, 2], 7);
+    clock.advance(Duration::from_secs(5));
+    b.process_routing_decision_for_request(&[1, 2], 7); // the same route, 5 s later
+    let decision = a.outbox().unwrap().pop().unwrap();
+    assert_eq!(b.apply_decision(&decision), Applied::Applied);
+    clock.set(EPOCH + Duration::from_secs(5) + TTL - NS);
+    assert_eq!(
+        score(&b, &[1, 2], 7),
+        Some(2),
+        "a TTL from b's own decision"
+    );
+    clock.advance(NS);
+    assert_eq!(score(&b, &[1, 2], 7), None);
 }
 
 #[test]
@@ -227,95 +263,6 @@ fn removals_are_shared_per_worker_and_per_rank() {
     sync(&a);
     let found = b.find_matches_for_request(&[1, 2]).scores;
     assert_eq!(found.keys().copied().collect::<Vec<_>>(), vec![other]);
-}
-
-#[test]
-fn a_full_outbox_drops_and_counts_but_records_locally() {
-    let c = clock();
-    let a = replica_builder(1, &c).share_decisions(2).build().unwrap();
-    for t in 0..5 {
-        a.process_routing_decision_for_request(&[t], 0);
-    }
-    assert!((0..5).all(|t| score(&a, &[t], 0) == Some(1)));
-    let s = a.replication_stats();
-    assert_eq!((s.shared, s.dropped, s.queued), (5, 3, 2));
-}
-
-#[test]
-fn any_outbox_capacity_builds_and_bounds_the_queue() {
-    for capacity in [0, 1, usize::MAX] {
-        let index = ApproxKvIndexer::builder()
-            .share_decisions(capacity)
-            .build()
-            .unwrap();
-        index.process_routing_decision_for_request(&[1; 64], 1);
-        index.process_routing_decision_for_request(&[2; 64], 1);
-        let outbox = index.outbox().unwrap();
-        assert_eq!(outbox.capacity(), capacity.max(1));
-        assert_eq!(outbox.len(), 2.min(capacity.max(1)));
-        assert_eq!(outbox.dropped(), if capacity == usize::MAX { 0 } else { 1 });
-    }
-}
-
-#[test]
-fn an_index_that_does_not_share_queues_nothing() {
-    let index = ApproxKvIndexer::new(1, TTL).unwrap();
-    index.process_routing_decision_for_request(&[1], 0);
-    assert!(index.outbox().is_none());
-    assert_eq!(index.replication_stats().shared, 0);
-}
-
-fn arb_decision() -> impl Strategy<Value = Decision> {
-    let action = prop_oneof![
-        (
-            any::<u64>(),
-            any::<u32>(),
-            prop::collection::vec(any::<u64>(), 0..40)
-        )
-            .prop_map(|(w, r, b)| Action::Route {
-                worker_id: w,
-                dp_rank: r,
-                blocks: b.into_iter().map(LocalBlockHash).collect(),
-            }),
-        any::<u64>().prop_map(|w| Action::RemoveWorker { worker_id: w }),
-        (any::<u64>(), any::<u32>()).prop_map(|(w, r)| Action::RemoveKey {
-            worker_id: w,
-            dp_rank: r
-        }),
-    ];
-    (any::<u64>(), any::<u64>(), any::<u64>(), action).prop_map(|(origin, seq, at, action)| {
-        Decision {
-            origin,
-            seq,
-            decided_at: Duration::from_nanos(at),
-            action,
-        }
-    })
-}
-
-proptest! {
-    #[test]
-    fn decisions_round_trip(d in arb_decision()) {
-        prop_assert_eq!(Decision::decode(&d.encode()), Ok(d));
-    }
-
-    #[test]
-    fn any_bytes_decode_to_a_value_or_an_error(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-        let _ = Decision::decode(&bytes);
-    }
-
-    #[test]
-    fn any_change_to_an_encoding_is_detected(d in arb_decision(), at in any::<prop::sample::Index>(), bit in 0..8u8) {
-        let mut bytes = d.encode();
-        let i = at.index(bytes.len());
-        bytes[i] ^= 1 << bit;
-        prop_assert!(Decision::decode(&bytes).is_err());
-    }
-}
-
-#[test]
-fn a_foreign_stream_entry_is_an_error() {
-    assert_eq!(Decision::decode(b""), Err(DecodeError::NotADecision));
 }
 
 #[test]
