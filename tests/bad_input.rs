@@ -17,6 +17,7 @@
 //! | a first block whose tokens spell another block's chain step (block size 4) | conflated as in Dynamo; finds, expiry, removal, dumps and snapshots work |
 
 use std::sync::{Arc, Barrier};
+
 use std::time::Duration;
 
 use approx_kv_index::*;
@@ -67,6 +68,26 @@ fn zero_settings_are_errors() {
         assert!(!e.to_string().is_empty());
     }
     assert!(compute_block_hash_for_seq(&tokens(64), 0).is_empty());
+}
+
+#[test]
+fn invalid_configuration_is_an_error() {
+    let b = || ApproxKvIndexer::builder();
+    assert_eq!(
+        b().block_size(0).build().unwrap_err(),
+        ConfigError::ZeroBlockSize
+    );
+    assert_eq!(
+        b().tick(Duration::ZERO).build().unwrap_err(),
+        ConfigError::ZeroTick
+    );
+    assert_eq!(
+        b().ttl(Duration::ZERO).build().unwrap_err(),
+        ConfigError::ZeroTtl
+    );
+    assert!(ApproxKvIndexer::new(0, TTL).is_err());
+    assert!(b().ttl(Duration::MAX).tick(Duration::MAX).build().is_ok());
+    assert!(!ConfigError::ZeroTick.to_string().is_empty());
 }
 
 #[test]

@@ -371,7 +371,7 @@ fn stress_with_caps() {
     );
 }
 
-/// Regression (issue 9): in capacity-only mode, records racing `remove_worker` of their
+/// Regression: in capacity-only mode, records racing `remove_worker` of their
 /// worker. A record that resolved the slot before the removal and inserted after the
 /// purge's scan escaped the purge, and with no timers nothing ever freed its entries
 /// (~165 entries left with 0 workers). Records now register as writers before checking

@@ -1,5 +1,5 @@
 //! The obvious hashing, written independently of the crate: tests and fuzz targets compare
-//! the crate's hashes with it. Shared by `tests/hash_props.rs` (through `support`) and
+//! the crate's hashes with it. Shared by `tests/hashing.rs` (through `support`) and
 //! `fuzz/fuzz_targets/hashing.rs` (through `#[path]`).
 #![allow(dead_code)] // each user needs a different part
 

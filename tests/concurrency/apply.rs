@@ -2,8 +2,6 @@
 //! applied one at a time and in order, different origins' without waiting for each other,
 //! and the result is the one of applying them on one thread.
 
-mod support;
-
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,8 +9,12 @@ use std::time::Duration;
 use approx_kv_index::replication::{Action, Applied, Decision};
 use approx_kv_index::{ApproxKvIndexer, Clock, LocalBlockHash, ManualClock};
 
+use crate::support::index::sharing_replica;
+
 const TTL: Duration = Duration::from_secs(3600);
+
 const EPOCH: Duration = Duration::from_secs(1_700_000_000);
+
 /// How long a test waits for something that should happen at once (a failure bound only).
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -112,7 +114,7 @@ fn decisions_of(origins: u64) -> Vec<Vec<Decision>> {
     clock.set(EPOCH);
     (0..origins)
         .map(|origin| {
-            let replica = support::index::sharing_replica(100 + origin, &clock, TTL)
+            let replica = sharing_replica(100 + origin, &clock, TTL)
                 .share_decisions(1 << 16)
                 .build()
                 .unwrap();
@@ -136,9 +138,7 @@ fn decisions_of(origins: u64) -> Vec<Vec<Decision>> {
 fn fresh() -> ApproxKvIndexer {
     let clock = Arc::new(ManualClock::new());
     clock.set(EPOCH);
-    support::index::sharing_replica(1, &clock, TTL)
-        .build()
-        .unwrap()
+    sharing_replica(1, &clock, TTL).build().unwrap()
 }
 
 #[test]

@@ -1,8 +1,10 @@
-//! Promises about the Redis Streams transport (the rustdoc of `replication::redis` and
-//! docs/design.md "Sharing decisions between replicas") that no other test asserted, each
-//! quoting the sentence it checks, against a real `redis-server` started per test
-//! (`tests/redis_server`): `cargo test --features redis --test promises_redis`. Without
-//! `redis-server` the server tests skip, unless `APPROX_KV_REQUIRE_REDIS=1`.
+//! The Redis Streams transport's documented behaviour (the rustdoc of `replication::redis`
+//! and docs/design.md "Sharing decisions between replicas"), each test quoting the sentence
+//! it checks: `start`'s errors, the config's defaults and retention, resuming after a killed
+//! connection, trimmed and TTL-old decisions, streams kept apart, stopping and shutting
+//! down. Against a real `redis-server` started per test (`tests/redis_server`):
+//! `cargo test --features redis --test redis_transport`. Without `redis-server` the server
+//! tests skip, unless `APPROX_KV_REQUIRE_REDIS=1`.
 //!
 //! Waits are for other threads and a server: each polls for an outcome with a generous
 //! deadline (30 s), never sleeping a fixed time to let something happen.
