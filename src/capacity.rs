@@ -1,5 +1,5 @@
 //! Bounded memory's bookkeeping: the configured caps, and the logs of decisions that
-//! eviction (`engine/evict.rs`) takes the least recently recorded ones from.
+//! eviction (`core/evict.rs`) takes the least recently recorded ones from.
 //!
 //! A [`DecisionLog`] lists decisions oldest first: one per worker slot for the per-worker
 //! cap, and one for the whole index for the global cap (so finding the globally oldest
@@ -17,7 +17,7 @@ use crate::SequenceHash;
 /// walk's threshold (the decision's expiry), where the walk starts (its leaf) and how far
 /// it may go (a decision's path, or one restored or replayed claim's block).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Decision {
+pub(crate) struct LoggedDecision {
     pub(crate) slot: Slot,
     pub(crate) generation: u16,
     pub(crate) span: Span,
@@ -33,14 +33,14 @@ pub(crate) struct Decision {
 /// atomic), so no thread ever waits for another's eviction.
 #[derive(Debug, Default)]
 pub(crate) struct DecisionLog {
-    decisions: Mutex<VecDeque<Decision>>,
+    decisions: Mutex<VecDeque<LoggedDecision>>,
 }
 
 impl DecisionLog {
     /// Adds a decision just recorded: after every decision with an earlier or equal
     /// expiry (usually at the end; concurrent recorders and other workers' same-instant
     /// decisions can put it a few places before). Returns the log's length afterwards.
-    pub(crate) fn push(&self, decision: Decision) -> usize {
+    pub(crate) fn push(&self, decision: LoggedDecision) -> usize {
         let mut d = self.decisions.lock();
         let at = d.partition_point(|x| x.expiry <= decision.expiry);
         d.insert(at, decision);
@@ -51,7 +51,7 @@ impl DecisionLog {
     /// come with expiries of the past), *before* those with the same expiry: restores and
     /// replays put entries back parents first, so among the claims of one decision the
     /// deeper is evicted first. Returns the log's length afterwards.
-    pub(crate) fn insert(&self, decision: Decision) -> usize {
+    pub(crate) fn insert(&self, decision: LoggedDecision) -> usize {
         let mut d = self.decisions.lock();
         let at = d.partition_point(|x| x.expiry < decision.expiry);
         d.insert(at, decision);
@@ -60,13 +60,16 @@ impl DecisionLog {
 
     /// Takes the oldest decision.
     #[cfg(test)]
-    pub(crate) fn pop_oldest(&self) -> Option<Decision> {
+    pub(crate) fn pop_oldest(&self) -> Option<LoggedDecision> {
         self.pop_oldest_if(|_| true)
     }
 
     /// Removes and returns the oldest decision if `take` accepts it; otherwise leaves the
     /// log as it is. One step under the log's lock, so no other thread sees it taken.
-    pub(crate) fn pop_oldest_if(&self, take: impl FnOnce(&Decision) -> bool) -> Option<Decision> {
+    pub(crate) fn pop_oldest_if(
+        &self,
+        take: impl FnOnce(&LoggedDecision) -> bool,
+    ) -> Option<LoggedDecision> {
         let mut d = self.decisions.lock();
         if take(d.front()?) {
             d.pop_front()
@@ -85,7 +88,7 @@ impl DecisionLog {
     }
 
     /// Keeps only the decisions `needed` says are still to be evicted.
-    pub(crate) fn compact(&self, mut needed: impl FnMut(&Decision) -> bool) {
+    pub(crate) fn compact(&self, mut needed: impl FnMut(&LoggedDecision) -> bool) {
         let snapshot: Vec<_> = self.decisions.lock().drain(..).collect();
         let kept: Vec<_> = snapshot.into_iter().filter(|x| needed(x)).collect();
         let mut d = self.decisions.lock();
@@ -124,8 +127,8 @@ impl Caps {
 mod tests {
     use super::*;
 
-    fn decision(expiry: u64) -> Decision {
-        Decision {
+    fn decision(expiry: u64) -> LoggedDecision {
+        LoggedDecision {
             slot: 0,
             generation: 0,
             span: Span::Path,
@@ -153,11 +156,11 @@ mod tests {
     #[test]
     fn equal_expiries_go_last_in_first_out() {
         let log = DecisionLog::default();
-        log.insert(Decision {
+        log.insert(LoggedDecision {
             leaf: SequenceHash(1),
             ..decision(7)
         });
-        log.insert(Decision {
+        log.insert(LoggedDecision {
             leaf: SequenceHash(2),
             ..decision(7)
         });

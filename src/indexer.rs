@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Builder;
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::error::{ConfigError, RecordError};
 use crate::events::RouterEvent;
-use crate::expiry::sweeper::Sweeper;
 use crate::query::Query;
 use crate::replication::{Action, Applied, Decision, Outbox, Replication, ReplicationStats};
 use crate::scores::{OverlapScores, ScoreSink};
 use crate::stats::IndexStats;
+use crate::timers::sweeper::Sweeper;
 use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 
 /// An approximate index of which worker probably caches which prompt prefix, learned from
@@ -61,7 +61,7 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 /// assert!(index.find(Query::tokens(&prompt)).scores.is_empty());
 /// ```
 pub struct ApproxKvIndexer<W: WorkerKey = WorkerId> {
-    inner: Arc<Engine>,
+    core: Arc<Core>,
     sweeper: Sweeper,
     replication: Box<Replication>,
     key: std::marker::PhantomData<fn(W) -> W>,
@@ -70,9 +70,9 @@ pub struct ApproxKvIndexer<W: WorkerKey = WorkerId> {
 impl<W: WorkerKey> std::fmt::Debug for ApproxKvIndexer<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApproxKvIndexer")
-            .field("block_size", &self.inner.block_size)
-            .field("ttl", &Duration::from_nanos(self.inner.ttl_nanos()))
-            .field("caps", &self.inner.caps)
+            .field("block_size", &self.core.block_size)
+            .field("ttl", &Duration::from_nanos(self.core.ttl_nanos()))
+            .field("caps", &self.core.caps)
             .field("sweeper_running", &self.sweeper.is_running())
             .finish_non_exhaustive()
     }
@@ -114,9 +114,9 @@ impl Builder {
 
 impl<W: WorkerKey> ApproxKvIndexer<W> {
     pub(crate) fn from_builder(b: Builder) -> Self {
-        let inner = Arc::new(Engine::new(&b));
+        let core = Arc::new(Core::new(&b));
         let sweeper = if b.background_sweeper {
-            let shared = Arc::clone(&inner);
+            let shared = Arc::clone(&core);
             Sweeper::spawn(b.tick, move || {
                 shared.sweep_in_batches();
                 #[cfg(feature = "metrics")]
@@ -127,7 +127,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         };
         Self {
             replication: Box::new(Replication::new(&b)),
-            inner,
+            core,
             sweeper,
             key: std::marker::PhantomData,
         }
@@ -135,13 +135,13 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
 
     /// Tokens per block.
     pub fn block_size(&self) -> u32 {
-        self.inner.block_size
+        self.core.block_size
     }
 
     /// The TTL in nanoseconds, for transports that keep decisions as long as they live.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn ttl_nanos(&self) -> u64 {
-        self.inner.ttl_nanos()
+        self.core.ttl_nanos()
     }
 
     /// Records that `worker` was chosen for the prompt of `query`: its full blocks become
@@ -158,7 +158,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(index.record(9, Query::sequence(&seq)), Err(RecordError::NoLocalHashes));
     /// ```
     pub fn record(&self, worker: W, query: Query<'_>) -> Result<(), RecordError> {
-        query.with_record_hashes(self.inner.block_size, |local, seq| {
+        query.with_record_hashes(self.core.block_size, |local, seq| {
             self.record_hashes(worker, local, seq)
         })
     }
@@ -166,7 +166,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// Records a local decision from its local hashes and their chain, and shares it when
     /// decisions are shared.
     fn record_hashes(&self, worker: W, local: &[LocalBlockHash], seq: &[SequenceHash]) {
-        self.inner.record(worker, local, seq);
+        self.core.record(worker, local, seq);
         if !local.is_empty() {
             self.replication.share(|| Action::Route {
                 worker_id: worker.worker_id(),
@@ -218,8 +218,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(best, (2, 7));
     /// ```
     pub fn find_into(&self, query: Query<'_>, sink: &mut impl ScoreSink<W>) {
-        query.with_find_hashes(self.inner.block_size, |hashed| {
-            self.inner.find_into(hashed, sink)
+        query.with_find_hashes(self.core.block_size, |hashed| {
+            self.core.find_into(hashed, sink)
         });
     }
 
@@ -279,7 +279,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(index.find(Query::blocks(&local)).scores[&8], 1);
     /// ```
     pub fn apply_event(&self, event: &RouterEvent<W>) {
-        self.inner.apply_event(event);
+        self.core.apply_event(event);
     }
 
     /// Applies another replica's [`Decision`] as if this index had taken it when it was
@@ -291,7 +291,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// replica's own (those it took since it was built: a replica restarted with the same
     /// [`replica_id`](crate::Builder::replica_id) applies what it decided before, as
     /// replayed by a transport). Blocks are placed by the chain of their tokens hashes (as
-    /// [`compute_seq_hashes`]), which is what finds look up.
+    /// [`compute_seq_hashes`](crate::compute_seq_hashes)), which is what finds look up.
     ///
     /// Decisions of one origin are applied one at a time (a lock per origin, held while
     /// one is applied); apply them in their order. Different origins' decisions can be
@@ -321,7 +321,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn apply_decision(&self, decision: &Decision) -> Applied {
-        self.replication.apply_decision::<W>(&self.inner, decision)
+        self.replication.apply_decision::<W>(&self.core, decision)
     }
 
     /// Applies decisions in their order, each as [`apply_decision`](Self::apply_decision)
@@ -349,8 +349,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn apply_decisions(&self, decisions: &[Decision]) -> Vec<Applied> {
-        self.replication
-            .apply_decisions::<W>(&self.inner, decisions)
+        self.replication.apply_decisions::<W>(&self.core, decisions)
     }
 
     /// The queue of this replica's decisions waiting to be published, when decisions are
@@ -393,7 +392,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert!(index.find(Query::tokens(&[1, 2])).scores.is_empty());
     /// ```
     pub fn remove_worker(&self, worker: WorkerId) {
-        self.inner.remove_worker(worker);
+        self.core.remove_worker(worker);
         let action = || Action::RemoveWorker { worker_id: worker };
         self.replication.share(action);
     }
@@ -417,14 +416,14 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(index.worker_entries(8), 0);
     /// ```
     pub fn worker_entries(&self, worker: WorkerId) -> usize {
-        self.inner.worker_entries(worker)
+        self.core.worker_entries(worker)
     }
 
     /// Forgets one key: for [`WorkerWithDpRank`](crate::WorkerWithDpRank), one rank of a
     /// worker (the others stay); for plain ids, the same as
     /// [`remove_worker`](Self::remove_worker).
     pub fn remove_worker_key(&self, worker: W) {
-        self.inner.remove_key(worker);
+        self.core.remove_key(worker);
         self.replication.share(|| Action::RemoveKey {
             worker_id: worker.worker_id(),
             dp_rank: worker.dp_rank(),
@@ -438,7 +437,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// same settings and clock rebuilds the state: the same finds, expiring when the
     /// originals would (exact for entries whose sequence hashes are the chain of their
     /// tokens hashes, which all are unless a caller passed other hashes to
-    /// [`record`](Self::record) as [`Query::hashes`](crate::Query::hashes)). Engine hashes are not
+    /// [`record`](Self::record) as [`Query::hashes`](crate::Query::hashes)). Core-hash-PLACEHOLDER are not
     /// dumped, nor kept in snapshots.
     ///
     /// ```
@@ -448,14 +447,14 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(index.dump_events().len(), 2);
     /// ```
     pub fn dump_events(&self) -> Vec<RouterEvent<W>> {
-        self.inner.dump()
+        self.core.dump()
     }
 
     /// The live state with each entry's remaining TTL, to [`restore`](Self::restore)
     /// into a fresh index after a restart (see [`Snapshot`](crate::Snapshot)). Read shard
     /// after shard: consistent per entry, not across entries, while callers run.
     pub fn snapshot(&self) -> crate::Snapshot {
-        self.inner.snapshot::<W>()
+        self.core.snapshot::<W>()
     }
 
     /// Loads a [`Snapshot`](crate::Snapshot): each entry comes back with the TTL it had
@@ -466,12 +465,12 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// Caps are enforced once everything is back. A snapshot of another block size is
     /// refused and changes nothing.
     pub fn restore(&self, snapshot: &crate::Snapshot) -> Result<(), crate::SnapshotError> {
-        self.inner.restore::<W>(snapshot)
+        self.core.restore::<W>(snapshot)
     }
 
     /// Sizes and counters. Taken without stopping callers, so approximate while they run.
     pub fn stats(&self) -> IndexStats {
-        self.inner.stats()
+        self.core.stats()
     }
 
     /// Publishes [`stats`](Self::stats) as `metrics` gauges (`approx_kv_index_entries`,
@@ -509,7 +508,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(index.stats().entries, 0);
     /// ```
     pub fn sweep_expired(&self) -> usize {
-        self.inner.sweep()
+        self.core.sweep()
     }
 
     /// Stops and joins the sweeper thread. Idempotent. The index keeps answering and
@@ -517,7 +516,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// [`sweep_expired`](Self::sweep_expired) to reclaim by hand).
     pub fn shutdown(&self) {
         self.sweeper.stop();
-        self.inner.stop_helping();
+        self.core.stop_helping();
     }
 }
 

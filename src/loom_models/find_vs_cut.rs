@@ -20,7 +20,7 @@ use loom::thread;
 use super::node::Kind;
 use super::run_cut::{cut, run_shards, CUT, LEN};
 use super::Shard;
-use crate::tree::run::run_at;
+use crate::tree::run_alloc::run_at;
 use crate::SequenceHash;
 
 const WORKER: u32 = 1;

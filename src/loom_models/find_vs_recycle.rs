@@ -3,12 +3,12 @@
 //!
 //! A find reads a block's holders (their slots) from the tree, then each slot's state and
 //! key from the registry's dense key table (`Workers::each_alive`). Meanwhile worker 7 is
-//! removed, its entry purged (uncounted, then removed, as `engine/purge.rs` does), and its
+//! removed, its entry purged (uncounted, then removed, as `core/purge.rs` does), and its
 //! slot freed and handed to worker 8.
 //!
 //! Proves: the find reports worker 7 or nobody for worker 7's entry, never worker 8,
 //! because the slot's recycling is deferred on the epoch and the find stays pinned from
-//! reading the holder to reading the key (`Engine::find_into` pins once for the whole
+//! reading the holder to reading the key (`Core::find_into` pins once for the whole
 //! find).
 //!
 //! Can fail: with `--cfg loom_break="find_key_unpinned"` (the find reads the keys under a

@@ -2,7 +2,7 @@
 //!
 //! A caller records a decision (adds its entry), then pushes its timer onto the expiry
 //! inbox and returns; two sweeps (the background thread and a `sweep_expired` call) run
-//! the real `Expiry::take_due` with the walk as `Inner::sweep` does. The inbox, a
+//! the real `Timers::take_due` with the walk as `Inner::sweep` does. The inbox, a
 //! `crossbeam_queue::SegQueue` in the crate, is a loom mutex over a deque here
 //! (crossbeam-queue has no loom support), and the wheel's lock is loom's.
 //!
@@ -17,7 +17,7 @@
 //!
 //! Can fail: with `--cfg loom_break="schedule_first"` (the timer is pushed before the
 //! entry is added) loom finds "the entry leaked": the walk ran before the entry existed.
-//! Draining the inbox before taking the wheel lock in `Expiry::take_due` makes loom find
+//! Draining the inbox before taking the wheel lock in `Timers::take_due` makes loom find
 //! "a sweep returned without firing a timer handed over before it started".
 
 use crossbeam_epoch as epoch;
@@ -26,7 +26,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::{record, walk, Shard};
-use crate::expiry::{Expiry, Timer};
+use crate::timers::{Timer, Timers};
 use crate::SequenceHash;
 
 const WORKER: u32 = 4;
@@ -35,7 +35,7 @@ const DEADLINE: u64 = 20;
 const NOW: u64 = 25;
 
 struct World {
-    expiry: Expiry,
+    timers: Timers,
     shard: Shard,
     fired: AtomicUsize,
     handed_over: AtomicBool,
@@ -44,13 +44,13 @@ struct World {
 impl World {
     /// `Inner::sweep`: walk from each due timer's leaf.
     fn sweep(&self) {
-        let batch = self.expiry.take_due(NOW, usize::MAX, true).expect("waits");
+        let batch = self.timers.take_due(NOW, usize::MAX, true).expect("waits");
         for &(_, timer) in &batch.timers {
             self.fired.fetch_add(1, Ordering::Relaxed);
             walk(&self.shard, timer.slot, NOW, true, || {}, &epoch::pin());
         }
         drop(batch);
-        self.expiry.wait_for_batches(); // as `Engine::sweep`: batches others took too
+        self.timers.wait_for_batches(); // as `Core::sweep`: batches others took too
     }
 
     /// `Inner::record`: add the entry, then hand the timer over.
@@ -61,11 +61,11 @@ impl World {
             generation: 0,
         };
         if cfg!(loom_break = "schedule_first") {
-            self.expiry.schedule(DEADLINE, timer);
+            self.timers.schedule(DEADLINE, timer);
         }
         record(&self.shard, WORKER, DEADLINE, &epoch::pin());
         if !cfg!(loom_break = "schedule_first") {
-            self.expiry.schedule(DEADLINE, timer);
+            self.timers.schedule(DEADLINE, timer);
         }
         self.handed_over.store(true, Ordering::Release);
     }
@@ -75,7 +75,7 @@ impl World {
 fn callers_hand_timers_to_concurrent_sweeps() {
     super::model(|| {
         let world = Arc::new(World {
-            expiry: Expiry::new(TICK, 100),
+            timers: Timers::new(TICK, 100),
             shard: Shard::new(None),
             fired: AtomicUsize::new(0),
             handed_over: AtomicBool::new(false),
@@ -102,7 +102,7 @@ fn callers_hand_timers_to_concurrent_sweeps() {
         }
         world.sweep();
         assert_eq!(world.fired.load(Ordering::Relaxed), 1, "fired once");
-        assert_eq!(world.expiry.pending(), 0);
+        assert_eq!(world.timers.pending(), 0);
         assert!(world.shard.read().unwrap().is_none(), "the entry leaked");
     });
 }

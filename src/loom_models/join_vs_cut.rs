@@ -24,7 +24,7 @@ use loom::thread;
 use super::node::Kind;
 use super::run_cut::{cut, run_shards, CUT};
 use super::{Claim, Shard};
-use crate::tree::run::run_at;
+use crate::tree::run_alloc::run_at;
 
 const OWNER: u32 = 1;
 const JOINER: u32 = 2;

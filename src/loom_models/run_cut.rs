@@ -7,7 +7,7 @@ use loom::sync::{Arc, RwLock};
 use super::node::Node;
 use super::{Claim, Shard};
 use crate::slot::Slot;
-use crate::tree::run::{run_at, Run, RunSpan};
+use crate::tree::run_alloc::{run_at, Run, RunSpan};
 use crate::{LocalBlockHash, SequenceHash};
 
 /// Blocks of the run, and where the cut falls.

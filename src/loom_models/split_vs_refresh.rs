@@ -21,7 +21,7 @@ use loom::thread;
 
 use super::node::{Kind, Node};
 use super::{claim_of, Claim, Shard};
-use crate::tree::run::{run_at, Run, RunSpan};
+use crate::tree::run_alloc::{run_at, Run, RunSpan};
 use crate::{LocalBlockHash, SequenceHash};
 
 const WORKER: u32 = 1;

@@ -4,31 +4,27 @@
 
 use super::{Action, Applied, Decision, Replication};
 use crate::clock::nanos;
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::hash::{chain_each_into, compute_seq_hashes};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 impl Replication {
-    /// Applies one decision to `engine` (see `ApproxKvIndexer::apply_decision`).
-    pub(crate) fn apply_decision<W: WorkerKey>(
-        &self,
-        engine: &Engine,
-        decision: &Decision,
-    ) -> Applied {
+    /// Applies one decision to `core` (see `ApproxKvIndexer::apply_decision`).
+    pub(crate) fn apply_decision<W: WorkerKey>(&self, core: &Core, decision: &Decision) -> Applied {
         let mut outcome = Applied::OwnOrigin;
         self.apply_each(
             std::slice::from_ref(decision),
-            |_, action, age| apply_action::<W>(engine, action, age, None),
+            |_, action, age| apply_action::<W>(core, action, age, None),
             |o| outcome = o,
         );
         outcome
     }
 
-    /// Applies decisions in their order to `engine`, their routes' chains computed a few
+    /// Applies decisions in their order to `core`, their routes' chains computed a few
     /// at a time (see `ApproxKvIndexer::apply_decisions`).
     pub(crate) fn apply_decisions<W: WorkerKey>(
         &self,
-        engine: &Engine,
+        core: &Core,
         decisions: &[Decision],
     ) -> Vec<Applied> {
         // A few at a time, so that their chains are still in cache when recorded.
@@ -50,7 +46,7 @@ impl Replication {
             chain_each_into(&blocks, &mut chains);
             self.apply_each(
                 group,
-                |k, action, age| apply_action::<W>(engine, action, age, Some(&chains[k])),
+                |k, action, age| apply_action::<W>(core, action, age, Some(&chains[k])),
                 |o| outcomes.push(o),
             );
         }
@@ -58,10 +54,10 @@ impl Replication {
     }
 }
 
-/// Applies one decision's action to `engine`, `age` old; `chained`: its route's sequence
+/// Applies one decision's action to `core`, `age` old; `chained`: its route's sequence
 /// hashes, if already chained.
 fn apply_action<W: WorkerKey>(
-    engine: &Engine,
+    core: &Core,
     action: &Action,
     age: std::time::Duration,
     chained: Option<&[SequenceHash]>,
@@ -81,18 +77,18 @@ fn apply_action<W: WorkerKey>(
                     &chain
                 }
             };
-            if engine.record_dated(key, blocks, seq, nanos(age)) {
+            if core.record_dated(key, blocks, seq, nanos(age)) {
                 Applied::Applied
             } else {
                 Applied::Expired
             }
         }
         Action::RemoveWorker { worker_id } => {
-            engine.remove_worker(*worker_id);
+            core.remove_worker(*worker_id);
             Applied::Applied
         }
         Action::RemoveKey { worker_id, dp_rank } => {
-            engine.remove_key(W::from_parts(*worker_id, *dp_rank));
+            core.remove_key(W::from_parts(*worker_id, *dp_rank));
             Applied::Applied
         }
     }

@@ -20,8 +20,8 @@ use crossbeam_epoch::Guard;
 
 use super::map::Entry;
 use super::node::{Kind, Node};
-use super::run::{self, run_at, Run, RunSpan, MIN_RUN};
-use super::runs::Frozen;
+use super::run_alloc::{self, run_at, Run, RunPtr, RunSpan, MIN_RUN};
+use super::run_nodes::Frozen;
 use super::Tree;
 use crate::{LocalBlockHash, SequenceHash};
 
@@ -55,7 +55,7 @@ impl Tree {
 
     /// Cuts the run `run` at `head` after its first `k` blocks (`0 < k < len`; else, or
     /// if a key the pieces need is taken, the run is split up). Takes the turn of splits.
-    pub(super) fn cut(&self, head: SequenceHash, run: usize, k: usize, guard: &Guard) {
+    pub(super) fn cut(&self, head: SequenceHash, run: RunPtr, k: usize, guard: &Guard) {
         let is_head = self
             .nodes
             .get(&head.0)
@@ -82,7 +82,7 @@ impl Tree {
     fn cut_frozen(
         &self,
         head: SequenceHash,
-        run: usize,
+        run: RunPtr,
         r: &Run,
         k: usize,
         f: &Frozen,
@@ -221,7 +221,7 @@ impl Tree {
 /// frozen; `None`: a piece of one block, which is a block node).
 struct Cut<'c> {
     head: SequenceHash,
-    run: usize,
+    run: RunPtr,
     r: &'c Run,
     k: usize,
     frozen: &'c Frozen,
@@ -256,7 +256,7 @@ impl Cut<'_> {
     /// Retires pieces that were made but not placed.
     fn retire(&self, pieces: &[Option<usize>]) {
         for p in pieces.iter().flatten() {
-            run::retire(*p, self.guard);
+            run_alloc::retire(*p, self.guard);
         }
     }
 }

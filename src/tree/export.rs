@@ -1,5 +1,5 @@
 //! Reading the whole tree out as plain rows (for dumps and snapshots) and putting entries
-//! back (restore). Rows name slots: the engine turns them into worker keys and events.
+//! back (restore). Rows name slots: the core turns them into worker keys and events.
 
 use super::Writing;
 use crossbeam_epoch::Guard;
@@ -7,7 +7,7 @@ use crossbeam_epoch::Guard;
 use super::claim::Claim;
 use super::node::Kind;
 use super::record::BlockAt;
-use super::{node, run, Tree};
+use super::{node, run_alloc, Tree};
 use crate::slot::Slot;
 use crate::{LocalBlockHash, SequenceHash};
 
@@ -56,7 +56,7 @@ impl Tree {
             let run = match node.kind() {
                 Kind::Block => None,
                 // SAFETY: read from a head under the shard lock, with `guard` pinned.
-                Kind::Head(run) => Some(unsafe { run::run_at(run, guard) }),
+                Kind::Head(run) => Some(unsafe { run_alloc::run_at(run, guard) }),
                 Kind::Tail { .. } => return,
             };
             for holder in node.holders(guard).iter() {
@@ -149,7 +149,8 @@ mod tests {
             };
             tree.restore_entry(slot, &row, claim, &guard);
         }
-        tree.nested.load(std::sync::atomic::Ordering::Relaxed)
+        tree.holders_nested
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use crossbeam_epoch::Guard;
 
 use super::node::Kind;
-use super::run::{QueryKeys, RunAt, RunSpan};
+use super::run_alloc::{QueryKeys, RunAt, RunSpan};
 use super::{Holder, Holders, Tree};
 use crate::hash::SeqChain;
 use crate::prefetch::prefetch;
@@ -234,7 +234,10 @@ impl Tree {
                 workers,
                 guard,
             };
-            if self.nested.load(std::sync::atomic::Ordering::Relaxed) {
+            if self
+                .holders_nested
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
                 self.find_nested(query, reading, scratch, out);
             } else {
                 self.find_walk(query, reading, scratch, out);
@@ -282,7 +285,7 @@ impl Tree {
             ..
         } = self.probe(keys.key(n - 1), guard);
         if all_kept(active, &last, now) {
-            settle(active, out, n);
+            report_all_active(active, out, n);
             return;
         }
         retain_missing(active, &last, now, |worker| report(out, worker, n as u32));
@@ -297,7 +300,7 @@ impl Tree {
             let (hi, at_hi, run_hi) =
                 match self.search_turn(lo, last_run, &mut keys, active, reading) {
                     Turn::Whole => {
-                        settle(active, out, n);
+                        report_all_active(active, out, n);
                         return;
                     }
                     Turn::DropOut { hi, holders, run } => (hi, holders, run),
@@ -526,7 +529,7 @@ impl Tree {
                 None => return,
             }
         }
-        settle(active, out, n);
+        report_all_active(active, out, n);
     }
 }
 
@@ -609,8 +612,8 @@ fn through_run<W: WorkerKey>(
     out: &mut impl ScoreSink<W>,
 ) -> Option<usize> {
     match jump(run, at, n, keys) {
-        Jump::Whole => settle(active, out, n),
-        Jump::Parted(left) => settle(active, out, left),
+        Jump::Whole => report_all_active(active, out, n),
+        Jump::Parted(left) => report_all_active(active, out, left),
         Jump::Past(end) => return Some(end),
     }
     None
@@ -618,7 +621,7 @@ fn through_run<W: WorkerKey>(
 
 /// Reports every active worker's score as `depth`, and empties the active set.
 #[inline]
-fn settle<W: WorkerKey>(
+fn report_all_active<W: WorkerKey>(
     active: &mut Vec<(Slot, Active)>,
     out: &mut impl ScoreSink<W>,
     depth: usize,

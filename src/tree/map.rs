@@ -5,7 +5,7 @@
 //! linear probing, at most half full, deletion by backward shift, grown by doubling and
 //! never shrunk, as the hash tables of the standard library), a [`RwLock`] and a
 //! *version*. Everything that changes the shard's buckets holds the write lock and keeps
-//! the version odd while it changes them ([`Write`]); refreshers hold the read lock and
+//! the version odd while it changes them ([`ShardWrite`]); refreshers hold the read lock and
 //! raise claims in place (atomics of a node's holders, never its shape), as under any
 //! shard lock before.
 //!
@@ -246,7 +246,7 @@ impl NodeMap {
     pub(crate) fn entry(&self, key: u64) -> Entry<'_> {
         let hash = self.hash(key);
         let shard = self.shard(hash);
-        let write = Write {
+        let write = ShardWrite {
             _lock: shard.lock.write(),
             shard,
             odd: false,
@@ -417,14 +417,14 @@ impl Drop for NodeMap {
     }
 }
 
-/// A shard's write lock, and its odd window once [`Write::begin`] opened it.
-struct Write<'a> {
+/// A shard's write lock, and its odd window once [`ShardWrite::begin`] opened it.
+struct ShardWrite<'a> {
     _lock: crate::sync::RwLockWriteGuard<'a, ()>,
     shard: &'a Shard,
     odd: bool,
 }
 
-impl Write<'_> {
+impl ShardWrite<'_> {
     /// Makes the version odd (once): lock-free readers now retry until [`Drop`].
     #[inline]
     fn begin(&mut self) {
@@ -440,7 +440,7 @@ impl Write<'_> {
     }
 }
 
-impl Drop for Write<'_> {
+impl Drop for ShardWrite<'_> {
     fn drop(&mut self) {
         if self.odd {
             let v = self.shard.version.load(Ordering::Relaxed);
@@ -503,7 +503,7 @@ pub(crate) enum Entry<'a> {
 /// A key with a node. The writer works on a copy of the node, written back on drop.
 pub(crate) struct OccupiedEntry<'a> {
     map: &'a NodeMap,
-    write: Write<'a>,
+    write: ShardWrite<'a>,
     index: usize,
     copy: ManuallyDrop<Node>,
     /// The copy may differ from the bucket: write it back.
@@ -552,7 +552,7 @@ impl Drop for OccupiedEntry<'_> {
 /// A key without a node.
 pub(crate) struct VacantEntry<'a> {
     map: &'a NodeMap,
-    write: Write<'a>,
+    write: ShardWrite<'a>,
     key: u64,
     hash: u64,
 }

@@ -20,8 +20,8 @@ mod node;
 #[cfg(loom)]
 pub(crate) mod node;
 mod record;
-pub(crate) mod run;
-mod runs;
+pub(crate) mod run_alloc;
+mod run_nodes;
 mod walk;
 mod writing;
 
@@ -50,11 +50,11 @@ pub(crate) struct Tree {
     /// shrink with depth), which lets find gallop. Cleared for good by anything that can
     /// break it: KV events, restores, and decisions whose sequence hashes are not the
     /// chain of their local hashes.
-    pub(crate) nested: std::sync::atomic::AtomicBool,
+    pub(crate) holders_nested: std::sync::atomic::AtomicBool,
     /// Heap bytes of the holder arrays (nodes with two or more holders) and of the runs, as
-    /// a wrapping sum of the changes that shape changes made ([`Tree::reshape`], `run.rs`).
+    /// a wrapping sum of the changes that shape changes made ([`Tree::reshape`], `run_alloc.rs`).
     array_bytes: StripedCounter,
-    /// Runs in the tree (`run.rs`): while there are none, every block has a key. Padded,
+    /// Runs in the tree (`run_alloc.rs`): while there are none, every block has a key. Padded,
     /// as `run_blocks`: every new run writes them, and no find's read of `nodes` and
     /// `nested` should miss for it.
     runs: crossbeam_utils::CachePadded<std::sync::atomic::AtomicUsize>,
@@ -70,7 +70,7 @@ pub(crate) struct Tree {
     book: std::sync::Arc<dyn SlotBook>,
     /// Whether writers that copy a holder array leave out dead slots' holders.
     drop_dead: bool,
-    /// Splits of runs take turns (`run.rs`, `Tree::split`).
+    /// Splits of runs take turns (`run_alloc.rs`, `Tree::split`).
     splitting: parking_lot::Mutex<()>,
 }
 
@@ -97,7 +97,7 @@ impl Tree {
     pub(crate) fn new(book: std::sync::Arc<dyn SlotBook>, drop_dead: bool) -> Self {
         Self {
             nodes: NodeMap::new(),
-            nested: std::sync::atomic::AtomicBool::new(true),
+            holders_nested: std::sync::atomic::AtomicBool::new(true),
             array_bytes: StripedCounter::default(),
             runs: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
             run_blocks: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),

@@ -16,7 +16,7 @@ impl Tree {
     /// Finds stop galloping from now on (see [`Tree::nested`]), and no more runs are made;
     /// the runs there are stay until something splits them up.
     pub(crate) fn not_nested(&self) {
-        self.nested
+        self.holders_nested
             .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
@@ -30,7 +30,9 @@ impl Tree {
         claims: impl Iterator<Item = Claim>,
         guard: &Writing<'_>,
     ) {
-        let nested = self.nested.load(std::sync::atomic::Ordering::Relaxed);
+        let nested = self
+            .holders_nested
+            .load(std::sync::atomic::Ordering::Relaxed);
         if nested && !self.chain_keeps_nesting(slot, parent, claims, guard) {
             self.not_nested();
         }
@@ -74,7 +76,9 @@ impl Tree {
         claim: Claim,
         guard: &Guard,
     ) {
-        let nested = self.nested.load(std::sync::atomic::Ordering::Relaxed);
+        let nested = self
+            .holders_nested
+            .load(std::sync::atomic::Ordering::Relaxed);
         if nested && !self.restore_keeps_nesting(slot, row, claim, guard) {
             self.not_nested();
         }

@@ -34,7 +34,7 @@ use super::holder::{
 };
 use crate::slot::Slot;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::tree::run::RunSpan;
+use crate::tree::run_alloc::{RunPtr, RunSpan};
 use crate::{LocalBlockHash, SequenceHash};
 
 /// A radix-tree node, stored inline as the value of the node map (keyed by its sequence
@@ -98,10 +98,10 @@ const _: () = assert!(std::mem::size_of::<Node>() == 48 || cfg!(loom));
 pub(crate) enum Kind {
     /// One block, with its holders.
     Block,
-    /// The first block of a run, whose pointer (`Owned::into_usize`) this is.
-    Head(usize),
+    /// The first block of a run, and the run.
+    Head(RunPtr),
     /// The marker of a run's last block: the run's head and pointer.
-    Tail { head: SequenceHash, run: usize },
+    Tail { head: SequenceHash, run: RunPtr },
 }
 
 impl Kind {
@@ -182,7 +182,7 @@ impl Node {
 
     /// This node, made the head of the run `run` (`Owned::into_usize`), whose blocks
     /// `span` tells: its holders hold every block of the run.
-    pub(crate) fn into_head(self, run: usize, span: RunSpan) -> Self {
+    pub(crate) fn into_head(self, run: RunPtr, span: RunSpan) -> Self {
         self.local.store(run as u64, Ordering::Relaxed);
         self.run_len.store(span.len as u64, Ordering::Relaxed);
         self.run_tail.store(span.tail, Ordering::Relaxed);
@@ -212,7 +212,7 @@ impl Node {
     }
 
     /// The marker of a run's last block (at `depth`), naming the run's head and pointer.
-    pub(crate) fn run_tail(head: SequenceHash, run: usize, depth: u32) -> Self {
+    pub(crate) fn run_tail(head: SequenceHash, run: RunPtr, depth: u32) -> Self {
         Self {
             parent: AtomicU64::new(head.0),
             local: AtomicU64::new(run as u64),
@@ -735,7 +735,7 @@ impl Drop for Node {
             // A head leaves the map (unlinked by a walk or a purge, replaced by its first
             // block when the run is split up, or the map dropped) under the shard write
             // lock: its run goes with it, through the collector like a holder array.
-            crate::tree::run::retire(run, &guard);
+            crate::tree::run_alloc::retire(run, &guard);
         }
         let array = self.array(&guard);
         self.meta.store(self.depth() | EMPTY, Ordering::Release);

@@ -10,7 +10,7 @@ use crossbeam_epoch::Guard;
 use super::claim::Claim;
 use super::map::Entry;
 use super::node::{Kind, Node};
-use super::run::{self, MIN_RUN};
+use super::run_alloc::{self, MIN_RUN};
 use super::{Block, Tree};
 use crate::slot::Slot;
 use crate::{LocalBlockHash, SequenceHash};
@@ -22,7 +22,7 @@ impl Tree {
     /// each new sharer of a system prompt), so no block needs the read-locked refresh probe
     /// first; a hint only, since the write-locked insert refreshes an entry it finds.
     ///
-    /// Blocks the tree does not have yet become one run while finds gallop (`run.rs`); a
+    /// Blocks the tree does not have yet become one run while finds gallop (`run_alloc.rs`); a
     /// run the slot holds that the prompt covers whole is refreshed with one atomic; any
     /// other run met on the way is split up first.
     pub(crate) fn record(
@@ -61,7 +61,7 @@ impl Tree {
                     Refresh::Missing => past_the_known_prefix = true,
                 }
             }
-            if may_be_missing && n - i >= MIN_RUN && self.nested.load(Relaxed) {
+            if may_be_missing && n - i >= MIN_RUN && self.holders_nested.load(Relaxed) {
                 let blocks = (&local[i..n], &seq[i..n]);
                 if self.insert_run(slot, parent, depth, blocks, expiry, guard) {
                     added += n - i;
@@ -127,7 +127,7 @@ impl Tree {
             Kind::Block => Refresh::Missing,
             Kind::Head(run) => {
                 // SAFETY: read from a head under the shard lock, with `guard` pinned.
-                let r = unsafe { run::run_at(run, guard) };
+                let r = unsafe { run_alloc::run_at(run, guard) };
                 // The claim changes in place only while the run is live: a split freezes
                 // it under the write lock, which this read lock excludes.
                 if !r.is_live() || !r.covered_by(seq, i) {

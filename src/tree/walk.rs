@@ -6,8 +6,8 @@ use super::Writing;
 use super::claim::Claim;
 use super::map::Entry;
 use super::node::{Kind, Outcome, Settle};
-use super::run;
-use super::runs::RunWalk;
+use super::run_alloc;
+use super::run_nodes::RunWalk;
 use super::{finish_removal, Tree};
 use crate::slot::Slot;
 use crate::SequenceHash;
@@ -114,7 +114,7 @@ impl Tree {
     /// any of them changes once, whatever the number of them it holds (one new array,
     /// `Node::remove_slots`), and so does a run's head. Adds the entries removed per slot to
     /// `removed` (in `slots` order); returns whether it found any. The engine's purge
-    /// (`engine/purge.rs`) calls it a few shards at a time, and again over all shards until
+    /// (`core/purge.rs`) calls it a few shards at a time, and again over all shards until
     /// a round finds nothing.
     pub(crate) fn purge_shards(
         &self,
@@ -146,7 +146,7 @@ impl Tree {
                 continue;
             };
             // SAFETY: read from a head under the shard lock, with `guard` pinned since.
-            let r = unsafe { run::run_at(run, guard) };
+            let r = unsafe { run_alloc::run_at(run, guard) };
             let Entry::Occupied(mut entry) = self.nodes.entry(key) else {
                 continue; // removed since the scan
             };

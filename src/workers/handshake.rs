@@ -12,7 +12,7 @@ use crate::sync::Ordering;
 
 /// What a writer is about to store (see [`Workers::begin_write`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Write {
+pub(crate) enum WriteKind {
     /// Entries with an exact claim (no timer leads a walk to them).
     Exact,
     /// Approximate claims only.
@@ -30,7 +30,7 @@ impl Workers {
         key.state.store(pack(generation, DEAD), Ordering::SeqCst);
         self.dead.fetch_add(1, Ordering::Relaxed);
         // Every dead slot that holds entries is purged (one pass over the map for all
-        // the slots queued together, `engine/purge.rs`): a removed worker's entries then
+        // the slots queued together, `core/purge.rs`): a removed worker's entries then
         // go within a few ticks instead of a TTL, so dead holders never pile up on shared
         // blocks under churn. Exact entries (no timer) and capacity-only mode (no timers at all) need
         // the purge even for entries stored after this look: the writer handshake.
@@ -82,14 +82,14 @@ impl Workers {
     /// (exact writes), registers as a writer, then reads the state; `kill` writes DEAD,
     /// then reads `had_exact` (or purges anyway). Either the writer reads DEAD and stores
     /// nothing, or `kill` queues a purge, which then sees the writer and waits for it.
-    pub(crate) fn begin_write(&self, slot: Slot, write: Write) -> bool {
-        if write == Write::Approx && !self.purge_all_dead {
+    pub(crate) fn begin_write(&self, slot: Slot, write: WriteKind) -> bool {
+        if write == WriteKind::Approx && !self.purge_all_dead {
             return true;
         }
         let (Some(info), Some(key)) = (self.slots.get(slot), self.slots.key(slot)) else {
             return false;
         };
-        if write == Write::Exact {
+        if write == WriteKind::Exact {
             info.had_exact.store(true, Ordering::SeqCst);
         }
         info.writers.fetch_add(1, Ordering::SeqCst);
@@ -101,8 +101,8 @@ impl Workers {
     }
 
     /// Ends what [`begin_write`](Self::begin_write) started (with the same `write`).
-    pub(crate) fn end_write(&self, slot: Slot, write: Write) {
-        if write == Write::Approx && !self.purge_all_dead {
+    pub(crate) fn end_write(&self, slot: Slot, write: WriteKind) {
+        if write == WriteKind::Approx && !self.purge_all_dead {
             return;
         }
         if let Some(info) = self.slots.get(slot) {

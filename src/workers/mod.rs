@@ -29,7 +29,7 @@ use crate::slot::{Slot, SlotBook, SlotOwners};
 use crate::sync::{AtomicI64, AtomicUsize, DashMap, Mutex, Ordering};
 use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
-pub(crate) use handshake::Write;
+pub(crate) use handshake::WriteKind;
 use recycle::FreeSlots;
 use table::{pack, SlotTable, ALIVE, DEAD, STATE_BITS, STATE_MASK};
 

@@ -87,7 +87,7 @@ mod tests {
         assert_ne!(a, b, "a slot with entries must not be reused");
         w.adjust_entries(a, -2);
         // A slot removed with entries is queued for the sweeper's purge, and is recycled
-        // only once that has run (as `Engine::purge_dead` does it).
+        // only once that has run (as `Core::purge_dead` does it).
         assert_eq!(w.take_purges(), vec![a]);
         assert!(!w.free.lock().recycled.contains(&a));
         w.purge_done(a);

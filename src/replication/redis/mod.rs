@@ -67,7 +67,7 @@ use std::time::Duration;
 
 use link::{Link, Stop};
 
-use crate::engine::NEVER;
+use crate::core::NEVER;
 use crate::{ApproxKvIndexer, WorkerKey};
 
 /// The most [`RedisConfig::apply_threads`] a [`RedisSync`] starts.

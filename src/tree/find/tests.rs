@@ -8,7 +8,7 @@ use super::*;
 use crate::slot::AllAlive;
 use crate::tree::claim::Claim;
 use crate::tree::node::Kind;
-use crate::tree::run::run_at;
+use crate::tree::run_alloc::run_at;
 
 /// A find's answer, worker by worker.
 #[derive(Default)]
@@ -188,7 +188,7 @@ fn build_step(blocks: usize) -> impl proptest::strategy::Strategy<Value = Build>
 /// Raises `slot`'s claim on block `at` of the chain to `claim`, and on each block before it
 /// to at least an approximate claim ending at 1 (dead at any `now` of the tests but 0), as
 /// KV events can: the slot's claim on a block may outlive its claims on the blocks before.
-/// The tree stays closed under prefixes (every block's parent has a node), as the engine
+/// The tree stays closed under prefixes (every block's parent has a node), as the core
 /// keeps it. Runs are split up first, so that each block has a key of its own.
 fn place(
     tree: &Tree,
@@ -294,7 +294,9 @@ fn finds_end_on(
         }
     }
     // Splitting runs up for single blocks leaves the flag as it was: finds gallop.
-    proptest::prop_assert!(tree.nested.load(std::sync::atomic::Ordering::Relaxed));
+    proptest::prop_assert!(tree
+        .holders_nested
+        .load(std::sync::atomic::Ordering::Relaxed));
     // Longest query first: each find may see its query's last block turn live for `raise`.
     for end in (1..=blocks).rev() {
         let q = &seq[..end];
@@ -330,12 +332,12 @@ fn finds_end_on(
             proptest::prop_assert_eq!(&sink.answer.0, &after);
         }
         // The block-by-block walk matches the oracle whatever the sets.
-        tree.nested
+        tree.holders_nested
             .store(false, std::sync::atomic::Ordering::Relaxed);
         proptest::prop_assert_eq!(find(&tree, HashedQuery::Seq(q), now), after.clone());
         let local_q = &local[..end];
         proptest::prop_assert_eq!(find(&tree, HashedQuery::Local(local_q), now), after);
-        tree.nested
+        tree.holders_nested
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(())

@@ -1,5 +1,5 @@
 //! A run: a stretch of consecutive blocks on one chain that the same workers hold with the
-//! same claims, stored as one value (see `runs.rs` for what the tree does with runs, and
+//! same claims, stored as one value (see `run_nodes.rs` for what the tree does with runs, and
 //! `docs/design.md`, "Runs").
 //!
 //! A run is one allocation: a header (its length and state), then its blocks' sequence
@@ -15,6 +15,10 @@ use crossbeam_epoch::{Guard, Pointable, Pointer, Shared};
 
 use crate::sync::{AtomicU8, Ordering};
 use crate::{LocalBlockHash, SequenceHash};
+
+/// The address of a run's allocation (`Owned::<Run>::into_usize`), as a head node and a
+/// tail marker keep it in their words: read it only with [`run_at`], under a guard.
+pub(crate) type RunPtr = usize;
 
 /// The run is in use.
 const LIVE: u8 = 0;
@@ -373,7 +377,7 @@ impl Run {
 /// with `guard` pinned since: a head's run is retired (`retire`, from the head's `Drop`)
 /// only once the head has left the map, so it outlives the guard.
 #[inline]
-pub(crate) unsafe fn run_at(run: usize, _guard: &Guard) -> &Run {
+pub(crate) unsafe fn run_at(run: RunPtr, _guard: &Guard) -> &Run {
     // SAFETY: the caller's contract: `run` is what `Run::alloc` gave for a run that
     // is retired only through `defer_destroy` after its head left the map, which happened
     // after `_guard` was pinned, if at all.
@@ -414,7 +418,7 @@ impl RunSpan {
 /// leaves the run before its end.
 #[derive(Clone, Copy)]
 pub(crate) struct RunAt<'g> {
-    run: usize,
+    run: RunPtr,
     span: RunSpan,
     guard: &'g Guard,
 }
@@ -426,7 +430,7 @@ impl<'g> RunAt<'g> {
     /// As [`run_at`]: `run` was read from a head node under the shard lock, with `guard`
     /// pinned since.
     #[inline]
-    pub(crate) unsafe fn new(run: usize, span: RunSpan, guard: &'g Guard) -> Self {
+    pub(crate) unsafe fn new(run: RunPtr, span: RunSpan, guard: &'g Guard) -> Self {
         Self { run, span, guard }
     }
 
@@ -445,7 +449,7 @@ impl<'g> RunAt<'g> {
 }
 
 /// Hands the run of a head that left the map to the epoch collector.
-pub(crate) fn retire(run: usize, guard: &Guard) {
+pub(crate) fn retire(run: RunPtr, guard: &Guard) {
     // SAFETY: `run` came from `Run::alloc` (as `Owned::into_usize` gives) and is retired
     // once, by the `Drop` of the one head that owns it, under the shard write lock that
     // removed or replaced the head: no new reader can load it from the map, and readers
@@ -496,7 +500,7 @@ mod tests {
     }
 
     /// The run made at `run`, owned by the test (freed when dropped).
-    fn owned(run: usize) -> Owned<Run> {
+    fn owned(run: RunPtr) -> Owned<Run> {
         // SAFETY: `run` was just made by `Run::make` or `Run::part`, and nothing else has it.
         unsafe { Owned::from_usize(run) }
     }

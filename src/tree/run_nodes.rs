@@ -2,7 +2,7 @@
 //!
 //! When a decision reaches blocks the tree does not have yet (the new suffix of a prompt:
 //! most blocks of most decisions), and finds gallop (holder sets are nested), the suffix
-//! becomes one *run* ([`Run`], `run.rs`) instead of one node per block, owned by a **head**
+//! becomes one *run* ([`Run`], `run_alloc.rs`) instead of one node per block, owned by a **head**
 //! node at the first block's key, which holds the run's holders and claims like a block's
 //! (inline, or an array); and a **tail** marker at the last block's key, which names the
 //! head. Every block of a run is held by the same slots with the same claims, so a refresh
@@ -30,7 +30,7 @@ use crossbeam_epoch::Guard;
 use super::claim::Claim;
 use super::map::Entry;
 use super::node::{Kind, Node, Outcome, Settle};
-use super::run::{bytes_of, run_at, Run, RunSpan, MIN_RUN};
+use super::run_alloc::{bytes_of, run_at, Run, RunPtr, RunSpan, MIN_RUN};
 use super::walk::{Span, Walk};
 use super::Tree;
 use crate::slot::Slot;
@@ -38,13 +38,21 @@ use crate::{LocalBlockHash, SequenceHash};
 
 /// A split under way that nested splits are inside of: its run, and the entries (block
 /// key, slot, claim) they left for it to place once its tail's block is in.
-pub(super) type Nesting = (usize, Vec<(u64, Slot, Claim)>);
+pub(super) type OuterSplit = (usize, Vec<(u64, Slot, Claim)>);
 
 /// A frozen run's head: its parent, depth and holders (see [`Tree::freeze`]).
 pub(super) struct Frozen {
     pub(super) parent: SequenceHash,
     pub(super) depth: u32,
     pub(super) holders: Vec<(Slot, Claim)>,
+}
+
+/// A run being split up into blocks: its holders, and per holder the entries merged into
+/// blocks it already held.
+struct Splitting<'h> {
+    run: RunPtr,
+    holders: &'h [(Slot, Claim)],
+    merged: Vec<usize>,
 }
 
 /// What a walk did at a run (see [`Tree::walk_run`]).
@@ -128,7 +136,7 @@ impl Tree {
         };
         // Runs are made only while finds gallop; whoever cleared that splits every run it
         // can see, and this one may have come after its look (`split_all`).
-        if clash || !self.nested.load(SeqCst) {
+        if clash || !self.holders_nested.load(SeqCst) {
             self.split(head, run, guard);
         }
         true
@@ -171,7 +179,7 @@ impl Tree {
     /// Splits take turns (`Tree::splitting`, held for the whole split; no shard lock is held
     /// while taking it): a split may have to split another run first (below), and two
     /// splits each waiting for the other's run would never end.
-    pub(crate) fn split(&self, head: SequenceHash, run: usize, guard: &Writing<'_>) {
+    pub(crate) fn split(&self, head: SequenceHash, run: RunPtr, guard: &Writing<'_>) {
         let is_head = |tree: &Self| {
             tree.nodes
                 .get(&head.0)
@@ -196,8 +204,8 @@ impl Tree {
     fn split_in_turn(
         &self,
         head: SequenceHash,
-        run: usize,
-        outer: &mut Vec<Nesting>,
+        run: RunPtr,
+        outer: &mut Vec<OuterSplit>,
         guard: &Guard,
     ) {
         if let Some(frozen) = self.freeze(head, run, guard) {
@@ -207,7 +215,7 @@ impl Tree {
 
     /// Freezes the run `run` at `head` for a split or a cut (the turn held), copying its
     /// parent, depth and holders; `None` if no such run is there.
-    pub(super) fn freeze(&self, head: SequenceHash, run: usize, guard: &Guard) -> Option<Frozen> {
+    pub(super) fn freeze(&self, head: SequenceHash, run: RunPtr, guard: &Guard) -> Option<Frozen> {
         let node = self.nodes.get_mut(&head.0)?;
         if node.kind() != Kind::Head(run) {
             return None;
@@ -240,108 +248,135 @@ impl Tree {
     pub(super) fn split_frozen(
         &self,
         head: SequenceHash,
-        run: usize,
-        Frozen {
-            parent,
-            depth,
-            holders,
-        }: Frozen,
-        outer: &mut Vec<Nesting>,
+        run: RunPtr,
+        frozen: Frozen,
+        outer: &mut Vec<OuterSplit>,
         guard: &Guard,
     ) {
         outer.push((run, Vec::new()));
         // SAFETY: as above; the run stays in the map (frozen) until we replace its head.
         let r = unsafe { run_at(run, guard) };
         let (seqs, locals) = (r.seqs(), r.locals());
+        let mut split = Splitting {
+            run,
+            holders: &frozen.holders,
+            merged: vec![0; frozen.holders.len()],
+        };
         // Every block but the first, deepest first, then the tail's: a reader that finds a
         // block of the run as a node finds every deeper one (the tail's as its marker,
         // which reads as the run), so a miss next to a block it found is still a true one;
         // and a walk, which enters a run's blocks only through its tail, then finds every
         // block above it in place (and the head, which it waits for).
         let last = r.len() - 1;
-        // Per holder, the entries merged into blocks it already held.
-        let mut merged = vec![0; holders.len()];
         for i in (1..last).rev().chain(std::iter::once(last)) {
-            let key = seqs[i];
             let node = || {
                 let parent = SequenceHash(seqs[i - 1]);
-                let depth = depth.saturating_add(i as u32);
-                let node = Node::held_by(parent, LocalBlockHash(locals[i]), depth, &holders, guard);
+                let depth = frozen.depth.saturating_add(i as u32);
+                let local = LocalBlockHash(locals[i]);
+                let node = Node::held_by(parent, local, depth, &frozen.holders, guard);
                 self.array_bytes.add(node.array_bytes(guard) as u64);
                 node
             };
-            loop {
-                let mut o = match self.nodes.entry(key) {
-                    Entry::Vacant(v) => {
-                        v.insert(node());
-                        break;
-                    }
-                    Entry::Occupied(o) => o,
-                };
-                match o.get().kind() {
-                    Kind::Block => {
-                        for (h, &(slot, claim)) in holders.iter().enumerate() {
-                            let added =
-                                self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard));
-                            merged[h] += usize::from(!added);
-                        }
-                    }
-                    Kind::Tail { run: mine, .. } if mine == run => *o.get_mut() = node(),
-                    // The marker of a run this split is nested in: its split places the
-                    // block, then these entries.
-                    Kind::Tail { run: other, .. } if outer.iter().any(|(r, _)| *r == other) => {
-                        let waiting = outer.iter_mut().find(|(r, _)| *r == other);
-                        if let Some((_, entries)) = waiting {
-                            entries.extend(holders.iter().map(|&(slot, claim)| (key, slot, claim)));
-                        }
-                    }
-                    Kind::Tail {
-                        head: other_head,
-                        run: other,
-                    } => {
-                        drop(o);
-                        self.split_in_turn(other_head, other, outer, guard);
-                        self.remove_tail_marker(key, other_head, other);
-                        continue;
-                    }
-                    Kind::Head(other) => {
-                        drop(o);
-                        self.split_in_turn(SequenceHash(key), other, outer, guard);
-                        continue;
-                    }
-                }
-                break;
-            }
+            self.place_split_block(&mut split, seqs[i], node, outer, guard);
         }
         // Our tail's block is in place: the entries nested splits left for it.
         let (_, waiting) = outer.pop().expect("pushed above");
-        for (key, other_slot, other_claim) in waiting {
-            if let Entry::Occupied(mut o) = self.nodes.entry(key) {
-                if o.get().kind() == Kind::Block
-                    && !self.reshape(o.get_mut(), guard, |n| {
-                        n.upsert(other_slot, other_claim, guard)
-                    })
-                {
-                    self.uncounted.push((other_slot, 1));
-                }
-            }
-        }
-        if let Some(mut node) = self.nodes.get_mut(&head.0) {
-            if node.kind() == Kind::Head(run) {
-                let bytes = r.bytes();
-                let first =
-                    Node::held_by(parent, LocalBlockHash(locals[0]), depth, &holders, guard);
-                // Dropping the head retires the run (and its holder array, whose bytes the
-                // reshape counts out as it counts in the new node's).
-                self.reshape(&mut node, guard, |n| *n = first);
-                self.unlinked_run(r.len(), bytes);
-            }
-        }
-        for (&(slot, _), merged) in holders.iter().zip(merged) {
+        self.place_waiting_entries(waiting, guard);
+        self.replace_split_head(head, run, &frozen, guard);
+        for (&(slot, _), merged) in frozen.holders.iter().zip(split.merged) {
             if merged > 0 {
                 self.uncounted.push((slot, merged));
             }
         }
+    }
+
+    /// Puts the block keyed `key` of the run `split` is splitting in place as `node()`:
+    /// into a free key; merged into a block already there (counting the entries its
+    /// holders already had); over the run's own tail marker. Another run met there is
+    /// split first (its tail marker removed), unless this split is nested in it: its split
+    /// places the block, and these entries after it.
+    fn place_split_block(
+        &self,
+        split: &mut Splitting<'_>,
+        key: u64,
+        node: impl Fn() -> Node,
+        outer: &mut Vec<OuterSplit>,
+        guard: &Guard,
+    ) {
+        loop {
+            let mut o = match self.nodes.entry(key) {
+                Entry::Vacant(v) => {
+                    v.insert(node());
+                    return;
+                }
+                Entry::Occupied(o) => o,
+            };
+            match o.get().kind() {
+                Kind::Block => {
+                    for (h, &(slot, claim)) in split.holders.iter().enumerate() {
+                        let added =
+                            self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard));
+                        split.merged[h] += usize::from(!added);
+                    }
+                }
+                Kind::Tail { run: mine, .. } if mine == split.run => *o.get_mut() = node(),
+                Kind::Tail { run: other, .. } if outer.iter().any(|(r, _)| *r == other) => {
+                    let waiting = outer.iter_mut().find(|(r, _)| *r == other);
+                    if let Some((_, entries)) = waiting {
+                        let holders = split.holders.iter();
+                        entries.extend(holders.map(|&(slot, claim)| (key, slot, claim)));
+                    }
+                }
+                Kind::Tail {
+                    head: other_head,
+                    run: other,
+                } => {
+                    drop(o);
+                    self.split_in_turn(other_head, other, outer, guard);
+                    self.remove_tail_marker(key, other_head, other);
+                    continue;
+                }
+                Kind::Head(other) => {
+                    drop(o);
+                    self.split_in_turn(SequenceHash(key), other, outer, guard);
+                    continue;
+                }
+            }
+            return;
+        }
+    }
+
+    /// Adds the entries that nested splits left for blocks of this run, once those blocks
+    /// are in place; one that the block already had is uncounted.
+    fn place_waiting_entries(&self, waiting: Vec<(u64, Slot, Claim)>, guard: &Guard) {
+        for (key, slot, claim) in waiting {
+            if let Entry::Occupied(mut o) = self.nodes.entry(key) {
+                if o.get().kind() == Kind::Block
+                    && !self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard))
+                {
+                    self.uncounted.push((slot, 1));
+                }
+            }
+        }
+    }
+
+    /// Replaces the head of the split run with its first block, which retires the run.
+    fn replace_split_head(&self, head: SequenceHash, run: RunPtr, frozen: &Frozen, guard: &Guard) {
+        let Some(mut node) = self.nodes.get_mut(&head.0) else {
+            return;
+        };
+        if node.kind() != Kind::Head(run) {
+            return;
+        }
+        // SAFETY: the head still names the run, which stays until it is replaced here.
+        let r = unsafe { run_at(run, guard) };
+        let bytes = r.bytes();
+        let local = LocalBlockHash(r.locals()[0]);
+        let first = Node::held_by(frozen.parent, local, frozen.depth, &frozen.holders, guard);
+        // Dropping the head retires the run (and its holder array, whose bytes the
+        // reshape counts out as it counts in the new node's).
+        self.reshape(&mut node, guard, |n| *n = first);
+        self.unlinked_run(r.len(), bytes);
     }
 
     /// Splits up every run in the tree (one pass over the map), so that every block has a
@@ -465,7 +500,7 @@ impl Tree {
     /// Removes the tail marker at `tail` if it still names `run`, whose head (at `head`)
     /// must be gone or split up (checked first, without holding the marker's lock: once a
     /// run leaves its head it never comes back).
-    pub(super) fn remove_tail_marker(&self, tail: u64, head: SequenceHash, run: usize) {
+    pub(super) fn remove_tail_marker(&self, tail: u64, head: SequenceHash, run: RunPtr) {
         if self
             .nodes
             .get(&head.0)

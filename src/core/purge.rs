@@ -6,7 +6,7 @@
 //! shards already passed, and a record racing the removal may still add an entry) until
 //! one finds nothing (at most [`MAX_ROUNDS`]); then the slots are released for recycling.
 
-use super::Engine;
+use super::Core;
 use crate::slot::Slot;
 use crate::tree::SHARDS;
 
@@ -29,7 +29,7 @@ pub(crate) struct PurgePass {
     rounds: usize,
 }
 
-impl Engine {
+impl Core {
     /// Purges up to `budget` shards (`None`: until every slot queued so far is purged),
     /// uncounting what it removed as it goes. `pass` is the sweep turn's purge state.
     /// Returns the entries removed.
@@ -115,7 +115,7 @@ mod tests {
             .ttl(Duration::from_secs(3600))
             .clock(clock.clone())
             .background_sweeper(false);
-        let engine = Engine::new(&b);
+        let engine = Core::new(&b);
         // 200 one-block prompts for workers 1, 2 and 3: 200 nodes, spread over the shards.
         for p in 0..200u64 {
             let local = [LocalBlockHash(10_000 + p)];

@@ -9,8 +9,8 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::purge::PURGE_SHARDS_PER_TICK;
-use super::Engine;
-use crate::expiry::Timer;
+use super::Core;
+use crate::timers::Timer;
 use crate::tree::{Span, Walk};
 
 /// Due timers taken from the wheel at a time.
@@ -19,7 +19,7 @@ const BATCH: usize = 64;
 /// Callers start helping once the last sweep that left nothing due is this many ticks old.
 const HELP_AFTER_TICKS: u64 = 4;
 
-impl Engine {
+impl Core {
     /// Frees everything due at the clock's time, on this thread (`sweep_expired`). Sweeps
     /// take turns for their purges, and a sweep returns only once every due timer taken so
     /// far, by any thread, has been walked: a sweep that returns has finished its work.
@@ -34,7 +34,7 @@ impl Engine {
                 break;
             }
         }
-        self.expiry.wait_for_batches();
+        self.timers.wait_for_batches();
         self.prune_logs(now);
         self.swept_until.fetch_max(now, Relaxed);
         self.expirations.add(freed as u64);
@@ -97,7 +97,7 @@ impl Engine {
     /// giving up with `None`) and walks each. Returns the entries freed and whether due
     /// timers are left.
     fn expire_batch(&self, now: u64, wait: bool) -> Option<(usize, bool)> {
-        let batch = self.expiry.take_due(now, BATCH, wait)?;
+        let batch = self.timers.take_due(now, BATCH, wait)?;
         let mut freed = 0;
         let guard = self.tree.writing();
         for &(deadline, timer) in &batch.timers {
@@ -163,19 +163,19 @@ mod tests {
 
     /// An engine whose callers help as if a background sweeper ran and had fallen
     /// behind: none runs here, so only the callers can have reclaimed anything.
-    fn helped_engine(clock: &Arc<ManualClock>) -> Engine {
+    fn helped_engine(clock: &Arc<ManualClock>) -> Core {
         let b = Builder::default()
             .block_size(1)
             .ttl(Duration::from_secs(1))
             .tick(Duration::from_millis(10))
             .clock(clock.clone())
             .background_sweeper(false);
-        let mut engine = Engine::new(&b);
+        let mut engine = Core::new(&b);
         engine.help = std::sync::atomic::AtomicBool::new(true);
         engine
     }
 
-    fn record(engine: &Engine, prompt: u64) {
+    fn record(engine: &Core, prompt: u64) {
         let local: Vec<_> = [prompt, 1, 2, 3].map(LocalBlockHash).to_vec();
         let seq: Vec<SequenceHash> = crate::compute_seq_hashes(&local);
         engine.record(0u64, &local, &seq);

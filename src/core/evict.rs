@@ -14,9 +14,9 @@
 
 use std::sync::Arc;
 
-use crate::capacity::{Decision, DecisionLog};
-use crate::expiry::{Expiry, Timer};
+use crate::capacity::{DecisionLog, LoggedDecision};
 use crate::slot::Slot;
+use crate::timers::{Timer, Timers};
 use crate::tree::{Span, Tree, Walk, Writing};
 use crate::workers::Workers;
 
@@ -35,7 +35,7 @@ pub(crate) struct Evictor<'a> {
     pub(crate) tree: &'a Tree,
     pub(crate) workers: &'a Arc<Workers>,
     pub(crate) global: Option<&'a DecisionLog>,
-    pub(crate) timers: Option<&'a Expiry>,
+    pub(crate) timers: Option<&'a Timers>,
     pub(crate) guard: &'a Writing<'a>,
 }
 
@@ -43,7 +43,7 @@ impl Evictor<'_> {
     /// Logs `decision` in its slot's log (under a per-worker cap) and the index-wide log
     /// (under a global cap): appended if just recorded, else (`sorted`) in expiry order.
     /// Compacts a log that grew long.
-    pub(crate) fn log(&self, decision: Decision, sorted: bool) {
+    pub(crate) fn log(&self, decision: LoggedDecision, sorted: bool) {
         let put = |log: &DecisionLog| {
             if sorted {
                 log.insert(decision)
@@ -149,8 +149,8 @@ impl Evictor<'_> {
     /// off is logged again from the block the walk stopped at, in *every* log (the copies
     /// of the decision in the other log start at its old leaf, which is gone, so their
     /// walks would stop there), and gets a timer for the same reason.
-    fn evict(&self, decision: Decision, budget: usize) -> usize {
-        let Decision { slot, leaf, .. } = decision;
+    fn evict(&self, decision: LoggedDecision, budget: usize) -> usize {
+        let LoggedDecision { slot, leaf, .. } = decision;
         if self.workers.generation(slot) != decision.generation {
             return 0; // a removed registration's slot, serving another worker now
         }
@@ -168,7 +168,7 @@ impl Evictor<'_> {
             .walk(walk, || self.workers.adjust_entries(slot, -1), self.guard);
         if let (Some(rest), Span::Path) = (walked.resume, decision.span) {
             self.log(
-                Decision {
+                LoggedDecision {
                     leaf: rest,
                     ..decision
                 },

@@ -1,17 +1,18 @@
-//! The engine behind [`ApproxKvIndexer`](crate::ApproxKvIndexer): the state that callers
-//! and the sweeper thread share, and every operation on it. The public type only adds
-//! hashing, the worker-key type and the sweeper thread's life.
+//! The core behind [`ApproxKvIndexer`](crate::ApproxKvIndexer): the state that callers
+//! and the sweeper thread share, and every change of it. The public type only adds
+//! queries (hashing), the worker-key type, sharing decisions and the sweeper thread's life.
 //!
 //! - `mod.rs`: the state, time, find, record, caps, stats;
 //! - `evict.rs`: the evictor, which enforces the caps;
 //! - `events.rs`: exact (and replayed) KV events;
-//! - `restore.rs`: snapshot and restore;
+//! - `export.rs`: dump, snapshot and restore;
+//! - `purge.rs`: freeing removed workers' entries, a few shards a tick;
 //! - `sweep.rs`: reclamation, by the sweeper and by callers helping it.
 
 mod events;
 mod evict;
+mod export;
 mod purge;
-mod restore;
 mod sweep;
 
 use std::sync::atomic::AtomicU64;
@@ -19,15 +20,15 @@ use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 
-use crate::capacity::{Caps, Decision, DecisionLog};
+use crate::capacity::{Caps, DecisionLog, LoggedDecision};
 use crate::clock::{nanos, Clock};
 use crate::config::Builder;
-use crate::expiry::{Expiry, Timer};
 use crate::scores::ScoreSink;
 use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
+use crate::timers::{Timer, Timers};
 use crate::tree::{HashedQuery, ReadAt, Span, Tree, Writing};
-use crate::workers::{Book, Keeping, Workers, Write};
+use crate::workers::{Book, Keeping, Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 use evict::{Evictor, Fresh};
@@ -38,7 +39,7 @@ use evict::{Evictor, Fresh};
 pub(crate) const NEVER: u64 = 1 << 62;
 
 /// State shared by the callers and the sweeper thread.
-pub(crate) struct Engine {
+pub(crate) struct Core {
     pub(crate) block_size: u32,
     ttl_nanos: u64,
     /// The TTL means "never": approximate claims are read at time 0 (always live), and
@@ -49,14 +50,14 @@ pub(crate) struct Engine {
     clock: Arc<dyn Clock>,
     tree: Tree,
     workers: Arc<Workers>,
-    expiry: Expiry,
+    timers: Timers,
     /// Every decision, oldest first, under a global cap.
     global_log: Option<DecisionLog>,
     /// Held by whoever sweeps (the sweeper, `sweep_expired`) for its purges: the purge
     /// under way (`purge.rs`).
     sweeping: parking_lot::Mutex<purge::PurgePass>,
     /// Whether callers help reclaim when the sweeper falls behind (a background sweeper
-    /// runs and timers are kept); cleared for good by [`Engine::stop_helping`].
+    /// runs and timers are kept); cleared for good by [`Core::stop_helping`].
     help: std::sync::atomic::AtomicBool,
     /// The clock reading of the last sweep that left nothing due.
     swept_until: AtomicU64,
@@ -68,7 +69,7 @@ pub(crate) struct Engine {
     rejected_events: StripedCounter,
 }
 
-impl Engine {
+impl Core {
     pub(crate) fn new(b: &Builder) -> Self {
         let tick_nanos = nanos(b.tick).max(1);
         let ttl_nanos = nanos(b.ttl).clamp(1, NEVER);
@@ -94,7 +95,7 @@ impl Engine {
             // arrays happen to be copied: copies drop them only without one.
             tree: Tree::new(Arc::new(Book(workers.clone())), caps.total.is_none()),
             workers,
-            expiry: Expiry::new(tick_nanos, if never { 0 } else { ttl_nanos }),
+            timers: Timers::new(tick_nanos, if never { 0 } else { ttl_nanos }),
             global_log: caps.total.map(|_| DecisionLog::default()),
             sweeping: parking_lot::Mutex::new(purge::PurgePass::default()),
             help: std::sync::atomic::AtomicBool::new(b.background_sweeper && !never),
@@ -135,8 +136,8 @@ impl Engine {
 
     /// Whether decisions push timers.
     #[inline]
-    fn timers(&self) -> Option<&Expiry> {
-        (!self.never).then_some(&self.expiry)
+    fn timers_kept(&self) -> Option<&Timers> {
+        (!self.never).then_some(&self.timers)
     }
 
     pub(crate) fn find_into<W: WorkerKey>(
@@ -197,7 +198,7 @@ impl Engine {
         let Some(slot) = self.workers.resolve(worker) else {
             return true; // 2^32 live registrations: nothing sensible to store
         };
-        if !self.workers.begin_write(slot, Write::Approx) {
+        if !self.workers.begin_write(slot, WriteKind::Approx) {
             return true; // removed meanwhile: the decision comes before the removal
         }
         let now = self.now();
@@ -215,7 +216,7 @@ impl Engine {
             .record(slot, (local, seq), expiry, holds_none, &guard);
         self.workers.adjust_entries(slot, added as i64);
         guard.uncount_dropped(); // before the caps read the counts
-        if let Some(timers) = self.timers() {
+        if let Some(timers) = self.timers_kept() {
             let generation = self.workers.generation(slot);
             timers.schedule(
                 expiry,
@@ -237,7 +238,7 @@ impl Engine {
             });
             self.enforce_caps(slot, added, fresh, &guard);
         }
-        self.workers.end_write(slot, Write::Approx);
+        self.workers.end_write(slot, WriteKind::Approx);
         self.help_sweep(now, added);
         true
     }
@@ -246,7 +247,7 @@ impl Engine {
     /// order if it comes from the past (`sorted`: restores, replays, re-anchors).
     fn log(&self, slot: Slot, walk: (SequenceHash, u64, Span), sorted: bool, guard: &Writing<'_>) {
         let (leaf, expiry, span) = walk;
-        let decision = Decision {
+        let decision = LoggedDecision {
             slot,
             generation: self.workers.generation(slot),
             span,
@@ -261,7 +262,7 @@ impl Engine {
             tree: &self.tree,
             workers: &self.workers,
             global: self.global_log.as_ref(),
-            timers: self.timers(),
+            timers: self.timers_kept(),
             guard,
         }
     }
@@ -310,7 +311,7 @@ impl Engine {
     pub(crate) fn stats(&self) -> IndexStats {
         self.tree.uncount_dropped();
         let (entries, nodes) = (self.workers.total_entries(), self.tree.len());
-        let pending_timers = self.expiry.pending();
+        let pending_timers = self.timers.pending();
         let logged = self.logged_decisions();
         IndexStats {
             entries,
@@ -324,8 +325,8 @@ impl Engine {
             rejected_events: self.rejected_events.sum(),
             pending_timers,
             estimated_bytes: self.tree.estimated_bytes()
-                + pending_timers * Expiry::BYTES_PER_TIMER
-                + logged * std::mem::size_of::<Decision>()
+                + pending_timers * Timers::BYTES_PER_TIMER
+                + logged * std::mem::size_of::<LoggedDecision>()
                 + self.workers.engine_hash_count() * 2 * std::mem::size_of::<u64>(),
         }
     }

@@ -7,17 +7,17 @@
 //! uses. The engine's own block hashes are kept per worker (where they differ from ours)
 //! only to resolve that worker's later parents and removals.
 
-use super::Engine;
+use super::Core;
 use crate::events::{KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, RouterEvent};
-use crate::expiry::Timer;
 use crate::hash::SeqChain;
 use crate::slot::Slot;
+use crate::timers::Timer;
 use crate::tree::claim::Claim;
 use crate::tree::{Block, Span, Writing};
-use crate::workers::Write;
+use crate::workers::WriteKind;
 use crate::{SequenceHash, WorkerKey};
 
-impl Engine {
+impl Core {
     pub(crate) fn apply_event<W: WorkerKey>(&self, event: &RouterEvent<W>) {
         match &event.data {
             KvCacheEventData::Stored(data) => self.stored(event.worker_id, data),
@@ -75,7 +75,11 @@ impl Engine {
             return;
         };
         let exact = data.blocks.iter().any(|b| b.expires_in.is_none());
-        let write = if exact { Write::Exact } else { Write::Approx };
+        let write = if exact {
+            WriteKind::Exact
+        } else {
+            WriteKind::Approx
+        };
         if !self.workers.begin_write(slot, write) {
             return; // removed meanwhile: the event comes before the removal
         }
@@ -135,7 +139,7 @@ impl Engine {
         span: Span,
         guard: &Writing<'_>,
     ) {
-        if let Some(timers) = self.timers() {
+        if let Some(timers) = self.timers_kept() {
             let generation = self.workers.generation(slot);
             timers.schedule(
                 expiry,
@@ -205,16 +209,16 @@ mod tests {
     use crate::events::KvCacheStoredBlockData;
     use crate::{Builder, LocalBlockHash, ManualClock, WorkerId};
 
-    fn engine(clock: &Arc<ManualClock>) -> Engine {
+    fn engine(clock: &Arc<ManualClock>) -> Core {
         let b = Builder::default()
             .block_size(1)
             .ttl(Duration::from_secs(100))
             .clock(clock.clone())
             .background_sweeper(false);
-        Engine::new(&b)
+        Core::new(&b)
     }
 
-    fn record(engine: &Engine, worker: WorkerId, blocks: &[u64]) {
+    fn record(engine: &Core, worker: WorkerId, blocks: &[u64]) {
         let local: Vec<LocalBlockHash> = blocks.iter().map(|&b| LocalBlockHash(b)).collect();
         let seq = crate::compute_seq_hashes(&local);
         engine.record(worker, &local, &seq);
@@ -222,12 +226,7 @@ mod tests {
 
     /// One `Stored` event of `worker` for `blocks` (tokens hashes) chained after `parent`,
     /// each with the given TTL left (`None`: exact).
-    fn store(
-        engine: &Engine,
-        worker: WorkerId,
-        parent: Option<u64>,
-        blocks: &[(u64, Option<u64>)],
-    ) {
+    fn store(engine: &Core, worker: WorkerId, parent: Option<u64>, blocks: &[(u64, Option<u64>)]) {
         let mut chain = SeqChain::after(parent.map(SequenceHash));
         let blocks = blocks
             .iter()
@@ -259,29 +258,29 @@ mod tests {
         for event in original.dump::<WorkerId>() {
             replayed.apply_event(&event);
         }
-        assert!(replayed.tree.nested.load(Relaxed));
+        assert!(replayed.tree.holders_nested.load(Relaxed));
         assert_eq!(replayed.dump::<WorkerId>(), original.dump::<WorkerId>());
 
         let first = crate::compute_seq_hashes(&[LocalBlockHash(1)])[0].0;
         // A replayed claim on a parent the worker holds, lasting no longer: still nested.
         store(&replayed, 2, Some(first), &[(7, Some(50)), (8, Some(40))]);
-        assert!(replayed.tree.nested.load(Relaxed));
+        assert!(replayed.tree.holders_nested.load(Relaxed));
         // One outliving the block before it in the event, or the parent: no longer.
         let outliving = engine(&clock);
         record(&outliving, 1, &[1]);
         store(&outliving, 1, Some(first), &[(7, Some(50)), (8, Some(60))]);
-        assert!(!outliving.tree.nested.load(Relaxed));
+        assert!(!outliving.tree.holders_nested.load(Relaxed));
         let above_parent = engine(&clock);
         record(&above_parent, 1, &[1]);
         clock.advance(Duration::from_secs(5));
         store(&above_parent, 1, Some(first), &[(7, Some(100))]);
-        assert!(!above_parent.tree.nested.load(Relaxed));
+        assert!(!above_parent.tree.holders_nested.load(Relaxed));
         // A parent the worker does not hold, and an exact claim.
         let orphan = engine(&clock);
         record(&orphan, 1, &[1]);
         store(&orphan, 2, Some(first), &[(7, Some(10))]);
-        assert!(!orphan.tree.nested.load(Relaxed));
+        assert!(!orphan.tree.holders_nested.load(Relaxed));
         store(&replayed, 3, None, &[(9, None)]);
-        assert!(!replayed.tree.nested.load(Relaxed));
+        assert!(!replayed.tree.holders_nested.load(Relaxed));
     }
 }

@@ -1,4 +1,4 @@
-//! Expiry: the hand-over from callers to the timer wheel, the wheel itself (plain data),
+//! Timers: the hand-over from callers to the timer wheel, the wheel itself (plain data),
 //! and the sweeper thread that drives it.
 //!
 //! A recording caller never touches the wheel: it pushes one [`Timer`] per decision onto a
@@ -27,7 +27,7 @@ pub(crate) struct Timer {
 }
 
 /// The queue callers push to and the wheel sweepers drain into.
-pub(crate) struct Expiry {
+pub(crate) struct Timers {
     inbox: SegQueue<(u64, Timer)>,
     wheel: Mutex<Due>,
     /// Batches taken and not yet walked (see [`Batch`]).
@@ -42,7 +42,7 @@ struct Due {
 }
 
 /// Due timers taken by one sweeper, with their deadlines, to walk; counted as in flight
-/// until dropped, so that [`Expiry::wait_for_batches`] can tell when every timer taken so
+/// until dropped, so that [`Timers::wait_for_batches`] can tell when every timer taken so
 /// far has been walked.
 pub(crate) struct Batch<'a> {
     pub(crate) timers: Vec<(u64, Timer)>,
@@ -57,7 +57,7 @@ impl Drop for Batch<'_> {
     }
 }
 
-impl Expiry {
+impl Timers {
     /// Heap bytes of one pending timer (deadline and timer, in the queue or a wheel slot).
     pub(crate) const BYTES_PER_TIMER: usize = std::mem::size_of::<(u64, Timer)>();
 

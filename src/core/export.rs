@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use crossbeam_epoch as epoch;
 
-use super::Engine;
+use super::Core;
 use crate::clock::nanos;
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::slot::Slot;
 use crate::tree::claim::Claim;
 use crate::tree::{LiveEntry, Span};
-use crate::workers::Write;
+use crate::workers::WriteKind;
 use crate::{Snapshot, SnapshotEntry, SnapshotError, WorkerKey};
 
-impl Engine {
+impl Core {
     /// Every live entry of a live worker, with its key: parents first (by depth), then by
     /// worker and block.
     fn live_entries<W: WorkerKey>(&self) -> Vec<(W, LiveEntry)> {
@@ -110,7 +110,11 @@ impl Engine {
             let Some(slot) = self.workers.resolve(W::from_parts(e.worker_id, e.dp_rank)) else {
                 continue;
             };
-            let write = if e.exact { Write::Exact } else { Write::Approx };
+            let write = if e.exact {
+                WriteKind::Exact
+            } else {
+                WriteKind::Approx
+            };
             if !self.workers.begin_write(slot, write) {
                 continue; // removed while restoring
             }
