@@ -126,7 +126,11 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             Sweeper::none()
         };
         Self {
-            replication: Box::new(Replication::new(&b)),
+            replication: Box::new(Replication::new(
+                b.replica_id,
+                Arc::clone(&b.wall_clock),
+                b.share_decisions,
+            )),
             core,
             sweeper,
             key: std::marker::PhantomData,

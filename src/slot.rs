@@ -48,10 +48,8 @@ pub(crate) trait SlotOwners {
 ///   dead only for the registration that holder belongs to.
 /// - Entries that left the tree while the slot's count still has them: merged into a
 ///   block the slot already held by a split of a run, or dropped with a removed worker's
-///   holder by an array copy. The tree hands them over when a write's [`Writing`] pin
+///   holder by an array copy. The tree hands them over when a write's `Writing` pin
 ///   ends (`tree/writing.rs`), outside every lock.
-///
-/// [`Writing`]: crate::tree::Writing
 pub(crate) trait SlotBook: Send + Sync {
     /// Whether any slot may be dead (a hint: a slot killed meanwhile may be missed, and is
     /// left for the purge).

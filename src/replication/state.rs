@@ -11,7 +11,6 @@ use super::lag::LagHistogram;
 use super::outbox::Outbox;
 use super::tally::Tally;
 use crate::clock::{nanos, Clock};
-use crate::config::Builder;
 
 /// What [`apply_decision`](crate::ApproxKvIndexer::apply_decision) did with a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,16 +82,23 @@ pub(crate) struct Replication {
 }
 
 impl Replication {
-    pub(crate) fn new(b: &Builder) -> Self {
-        let started = nanos(b.wall_clock.now());
+    /// The sharing state of an index with replica id `origin` (a random one if `None`),
+    /// reading `wall` for the time decisions are taken, queueing its decisions in an
+    /// outbox of `outbox` decisions if any.
+    pub(crate) fn new(
+        origin: Option<ReplicaId>,
+        wall: Arc<dyn Clock>,
+        outbox: Option<usize>,
+    ) -> Self {
+        let started = nanos(wall.now());
         Self {
-            origin: b.replica_id.unwrap_or_else(|| random_id(started)),
-            wall: Arc::clone(&b.wall_clock),
+            origin: origin.unwrap_or_else(|| random_id(started)),
+            wall,
             // Numbered from the start time, so a restarted replica keeping its id goes on
             // above its old numbers (unless it took more than one decision a nanosecond).
             next_seq: AtomicU64::new(started),
             first_seq: started,
-            outbox: b.share_decisions.map(Outbox::new),
+            outbox: outbox.map(Outbox::new),
             shared: AtomicU64::new(0),
             applied_seq: Default::default(),
             applied: AtomicU64::new(0),
