@@ -245,23 +245,10 @@ impl Tree {
         });
     }
 
-    /// The galloping find, for nested holder sets.
-    ///
-    /// Holder sets shrink with depth (`nested`): a worker holding the last block holds
-    /// them all, and one holding block k holds blocks 0..=k. So one probe of the last
-    /// block settles every worker that holds the whole query (a system prompt shared by a
-    /// fleet, the worker a conversation went to). Each other drop-out point is found by
-    /// galloping forward from the deepest block all remaining workers hold (`lo`: 1, 2, 4,
-    /// ... blocks on, through the shallow blocks many queries share, which stay in cache),
-    /// then bisecting up to the shallowest block some of them miss (`hi`, whose holders
-    /// are kept, so the drop-outs there need no second probe): [`Tree::search_turn`].
-    ///
-    /// Blocks inside a run have no key, so a probe that finds nothing there may be wrong;
-    /// one that finds a block, a head or a tail is right. The search therefore trusts a
-    /// miss only next to a block it found held (the block after a found block or a run's
-    /// end is never inside a run), and when it reaches a run's head with only the run's
-    /// holders left, it compares the query with the run in one loop and jumps to where
-    /// they part.
+    /// The galloping find, for nested holder sets (`docs/design.md`, "The paths": the last
+    /// block first, then galloping and bisecting to each block where workers drop out,
+    /// through runs in one compare; "Why every find ends"). Block 0 first
+    /// ([`Tree::start_from_first_block`]), then turns of [`Tree::search_turn`].
     fn find_nested<W: WorkerKey>(
         &self,
         query: HashedQuery<'_>,
