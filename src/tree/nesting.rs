@@ -1,4 +1,4 @@
-//! Whether holder sets stay nested, so that finds may gallop ([`Tree::nested`]): the
+//! Whether holder sets stay nested, so that finds may gallop ([`Tree::holders_nested`]): the
 //! rule a restored entry is held to, the rule a KV event's chain is held to, and the
 //! switch that turns galloping off for good. Decisions always keep holder sets nested;
 //! these are the writes that may not.
@@ -13,7 +13,7 @@ use crate::slot::Slot;
 use crate::SequenceHash;
 
 impl Tree {
-    /// Finds stop galloping from now on (see [`Tree::nested`]), and no more runs are made;
+    /// Finds stop galloping from now on (see [`Tree::holders_nested`]), and no more runs are made;
     /// the runs there are stay until something splits them up.
     pub(crate) fn not_nested(&self) {
         self.holders_nested

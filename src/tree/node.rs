@@ -80,7 +80,7 @@ const EXACT: u32 = 1 << 31;
 const ARRAY: u32 = 1 << 30;
 /// The node has no holder (inline form only; it is about to be unlinked).
 const EMPTY: u32 = 1 << 29;
-/// The node is the first block of a [run](super::run): its `local` field is the run's
+/// The node is the first block of a [run](super::run_alloc): its `local` field is the run's
 /// pointer, its holders (inline or in an array) hold every block of the run.
 const HEAD: u32 = 1 << 28;
 /// The node marks the last block of a run: `parent` is the run's head, `local` the run's
