@@ -378,6 +378,45 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         self.replication.stats()
     }
 
+    /// Sets `worker`'s KV capacity in blocks, as its engine reports it (vLLM and SGLang
+    /// export it), at any time, for any key, recorded or not (an unknown key is registered).
+    /// `Some(n)`: the key holds at most `n` blocks: beyond, its least recently recorded
+    /// decisions are evicted, deepest blocks first, as under
+    /// [`Builder::max_blocks_per_worker`](crate::Builder::max_blocks_per_worker), whose
+    /// bound it replaces for this key; a lower capacity evicts at once. `None`: unknown
+    /// again; the key runs on the TTL and the index-wide caps. Entries still expire by
+    /// the TTL; exact entries (KV events) count and are never evicted.
+    ///
+    /// Eviction walks the decisions logged since the index's first capacity was set (or
+    /// since it was built, with a per-worker cap): decisions recorded before that leave by
+    /// their TTL only. A capacity belongs to the key's registration:
+    /// [`remove_worker`](Self::remove_worker) forgets it. It is this index's own: not shared
+    /// with other replicas, nor kept in snapshots.
+    ///
+    /// ```
+    /// use approx_kv_index::{ApproxKvIndexer, Query};
+    /// let index = ApproxKvIndexer::new(1, std::time::Duration::from_secs(60)).unwrap();
+    /// index.set_worker_capacity(7, Some(4));
+    /// index.record(7, Query::tokens(&[1, 2, 3])).unwrap();
+    /// index.record(7, Query::tokens(&[9, 8, 7])).unwrap(); // 6 blocks: 2 of the first go
+    /// assert_eq!(index.worker_entries(7), 4);
+    /// assert_eq!(index.find(Query::tokens(&[1, 2, 3])).scores[&7], 1);
+    /// index.set_worker_capacity(7, Some(2)); // lowered: evicts at once, oldest first
+    /// assert_eq!(index.worker_entries(7), 2);
+    /// assert!(index.find(Query::tokens(&[1])).scores.is_empty());
+    /// assert_eq!(index.find(Query::tokens(&[9, 8, 7])).scores[&7], 2);
+    /// assert_eq!(index.worker_capacity(7), Some(2));
+    /// ```
+    pub fn set_worker_capacity(&self, worker: W, capacity: Option<usize>) {
+        self.core.set_capacity(worker, capacity);
+    }
+
+    /// The capacity set for `worker` with [`set_worker_capacity`](Self::set_worker_capacity),
+    /// if any (`None` for an unknown key, a removed one, or a capacity set to unknown).
+    pub fn worker_capacity(&self, worker: W) -> Option<usize> {
+        self.core.capacity_of(worker)
+    }
+
     /// Forgets `worker`, every data-parallel rank of it: no find reports it until it is
     /// recorded again. O(ranks). Its entries are freed whatever their TTL left, together
     /// with those of every worker removed meanwhile: by the sweeper within two rounds over

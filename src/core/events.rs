@@ -150,7 +150,7 @@ impl Core {
                 },
             );
         }
-        if self.caps.any() {
+        if self.capped() {
             self.workers.note_expiry(slot, expiry);
             self.log(slot, (leaf, expiry, span), true, guard);
         }

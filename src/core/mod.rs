@@ -156,7 +156,7 @@ impl Core {
     /// later than any the slot was given before, so eviction tells decisions apart by age.
     fn expiry_for(&self, slot: Slot, now: u64, ttl: u64) -> u64 {
         let expiry = now.saturating_add(ttl);
-        if self.caps.any() {
+        if self.capped() {
             self.workers.unique_expiry(slot, expiry)
         } else {
             expiry
@@ -227,7 +227,7 @@ impl Core {
                 },
             );
         }
-        if self.caps.any() {
+        if self.capped() {
             self.log(slot, (leaf, expiry, Span::Path), dated, &guard);
             // A decision from the past is evicted in its turn like any older one. Expiries
             // name a worker's decisions (unique per slot) except once saturated at the
@@ -279,13 +279,49 @@ impl Core {
         let evictor = self.evictor(guard);
         let quota = 2 * added;
         let mut evicted = 0;
-        if let Some(cap) = self.caps.per_worker {
+        if let Some(cap) = self.worker_cap(slot) {
             evicted += evictor.evict_worker(slot, cap, quota, fresh);
         }
         if let Some(cap) = self.caps.total {
             evicted += evictor.evict_total(cap, quota - evicted);
         }
         self.evictions.add(evicted as u64);
+    }
+
+    /// Whether decisions are logged for eviction: a cap, or a worker's capacity, was set.
+    #[inline]
+    fn capped(&self) -> bool {
+        self.caps.any() || self.workers.keeps_slot_logs()
+    }
+
+    /// The bound on `slot`'s entries: its capacity if one was set, else the index-wide
+    /// per-worker cap.
+    fn worker_cap(&self, slot: Slot) -> Option<usize> {
+        self.workers.capacity(slot).or(self.caps.per_worker)
+    }
+
+    /// Sets `key`'s capacity in blocks (registering it), and evicts its oldest decisions
+    /// at once while it holds more (see `ApproxKvIndexer::set_worker_capacity`).
+    pub(crate) fn set_capacity(&self, key: impl WorkerKey, capacity: Option<usize>) {
+        let Some(slot) = self.workers.resolve(key) else {
+            return; // 2^32 live registrations: nothing sensible to bound
+        };
+        self.workers.set_capacity(slot, capacity);
+        let Some(cap) = self.worker_cap(slot) else {
+            return;
+        };
+        let guard = self.tree.writing();
+        guard.uncount_dropped();
+        let excess = self.workers.entries(slot).saturating_sub(cap);
+        if excess > 0 {
+            let evicted = self.evictor(&guard).evict_worker(slot, cap, excess, None);
+            self.evictions.add(evicted as u64);
+        }
+    }
+
+    /// `key`'s capacity in blocks, if one was set (and the key is registered).
+    pub(crate) fn capacity_of(&self, key: impl WorkerKey) -> Option<usize> {
+        self.workers.capacity(self.workers.lookup(key)?)
     }
 
     /// Forgets every rank of `worker` (see `ApproxKvIndexer::remove_worker`).

@@ -139,7 +139,7 @@ impl Core {
 
     /// Drops logged decisions whose TTL has passed (their timers' walks free them).
     fn prune_logs(&self, now: u64) {
-        if !self.caps.any() || self.never {
+        if !self.capped() || self.never {
             return;
         }
         for slot in 0..self.workers.slot_count() {

@@ -13,6 +13,7 @@
 //! - `engine_hashes.rs`: the engine's own block hashes per slot;
 //! - `recycle.rs`: slot allocation and the epoch-deferred recycling of dead slots.
 
+mod capacities;
 mod counts;
 mod engine_hashes;
 mod handshake;
@@ -26,7 +27,7 @@ use crossbeam_utils::CachePadded;
 use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
 use crate::slot::{Slot, SlotBook, SlotOwners};
-use crate::sync::{AtomicI64, AtomicUsize, DashMap, Mutex, Ordering};
+use crate::sync::{AtomicBool, AtomicI64, AtomicUsize, DashMap, Mutex, Ordering};
 use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
 pub(crate) use handshake::WriteKind;
@@ -57,8 +58,9 @@ pub(crate) struct Workers {
     total: Option<CachePadded<AtomicI64>>,
     /// Purge every dead slot (when no timer will ever walk its entries).
     purge_all_dead: bool,
-    /// Keep per-slot decision logs (a per-worker cap).
-    slot_logs: bool,
+    /// Keep per-slot decision logs: a per-worker cap, or (turned on for good) once a
+    /// worker's capacity was set.
+    slot_logs: AtomicBool,
 }
 
 /// What a registry keeps beyond slots and their keys (all off: [`Default`]).
@@ -89,7 +91,7 @@ impl Workers {
             dead: CachePadded::new(AtomicUsize::new(0)),
             total: track_total.then(Default::default),
             purge_all_dead,
-            slot_logs,
+            slot_logs: AtomicBool::new(slot_logs),
         })
     }
 
@@ -158,7 +160,7 @@ impl Workers {
     /// The decision log of `slot`, if slots keep logs (a per-worker cap).
     #[inline]
     pub(crate) fn log(&self, slot: Slot) -> Option<&DecisionLog> {
-        if !self.slot_logs {
+        if !self.keeps_slot_logs() {
             return None;
         }
         self.slots.get(slot).map(|i| &i.log)

@@ -67,6 +67,7 @@ impl Workers {
             info.log.clear();
             info.engine_hashes.lock().clear();
             info.last_expiry.store(0, Ordering::Relaxed);
+            info.capacity.store(0, Ordering::Relaxed);
             self.free.lock().recycled.push(slot);
         }
     }

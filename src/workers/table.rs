@@ -8,7 +8,9 @@ use crossbeam_utils::CachePadded;
 use crate::capacity::DecisionLog;
 use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
-use crate::sync::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering,
+};
 use crate::WorkerKey;
 
 pub(super) const ALIVE: u64 = 1;
@@ -65,8 +67,11 @@ pub(super) struct SlotInfo {
     /// KV events always, decisions too when no timer will ever walk them (see
     /// [`Workers::begin_write`](super::Workers::begin_write)).
     pub(super) writers: AtomicU32,
-    /// Recorded decisions, oldest first, kept only under a per-worker cap.
+    /// Recorded decisions, oldest first, kept only under a per-worker cap or once a
+    /// capacity was set.
     pub(super) log: DecisionLog,
+    /// The worker's capacity in blocks, plus one (0: not set).
+    pub(super) capacity: AtomicUsize,
     /// The latest expiry handed out by
     /// [`Workers::unique_expiry`](super::Workers::unique_expiry).
     pub(super) last_expiry: AtomicU64,

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod capacities;
 mod counted;
 mod eviction;
 mod restored;

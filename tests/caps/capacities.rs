@@ -1,0 +1,220 @@
+//! Workers' capacities set at run time (`set_worker_capacity`): each key's own bound,
+//! least recently recorded decisions evicted first, deepest blocks first; a lower capacity
+//! evicts at once; `None` falls back to the index-wide cap; exact entries count and stay.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+use crate::support::events::stored_event;
+use crate::support::index::{capped_on, tokens};
+
+const TTL: Duration = Duration::from_secs(60);
+
+/// A block-size-1 index with no cap on a manual clock that ticks 1 µs between decisions.
+fn index() -> (ApproxKvIndexer, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new());
+    (capped_on(&clock, TTL, None, None), clock)
+}
+
+fn score(index: &ApproxKvIndexer, prompt: &[u32], worker: u64) -> u32 {
+    let found = index.find(Query::tokens(prompt));
+    found.scores.get(&worker).copied().unwrap_or(0)
+}
+
+#[test]
+fn each_key_is_bounded_by_its_own_capacity() {
+    let (index, clock) = index();
+    index.set_worker_capacity(1, Some(3));
+    index.set_worker_capacity(2, Some(5));
+    for start in [0, 100, 200] {
+        for w in [1, 2, 3] {
+            index.record(w, Query::tokens(&tokens(start, 4))).unwrap();
+            clock.advance(Duration::from_micros(1));
+        }
+    }
+    assert_eq!(index.worker_entries(1), 3);
+    assert_eq!(index.worker_entries(2), 5);
+    assert_eq!(index.worker_entries(3), 12, "no capacity: no bound");
+    // The newest decision's leading blocks stay; older ones go, deepest first.
+    assert_eq!(score(&index, &tokens(200, 4), 1), 3);
+    assert_eq!(score(&index, &tokens(200, 4), 2), 4);
+    assert_eq!(score(&index, &tokens(100, 4), 2), 1);
+    assert_eq!(score(&index, &tokens(0, 4), 2), 0);
+    assert_eq!(index.stats().evictions, (12 - 3) + (12 - 5));
+    assert_eq!(
+        (index.worker_capacity(1), index.worker_capacity(3)),
+        (Some(3), None)
+    );
+}
+
+#[test]
+fn a_lower_capacity_evicts_at_once_and_a_higher_one_brings_nothing_back() {
+    let (index, clock) = index();
+    index.set_worker_capacity(7, Some(100));
+    for start in [0, 100] {
+        index.record(7, Query::tokens(&tokens(start, 4))).unwrap();
+        clock.advance(Duration::from_micros(1));
+    }
+    assert_eq!(index.worker_entries(7), 8);
+    index.set_worker_capacity(7, Some(3));
+    assert_eq!(index.worker_entries(7), 3);
+    assert_eq!(
+        score(&index, &tokens(0, 4), 7),
+        0,
+        "the older decision went first"
+    );
+    assert_eq!(
+        score(&index, &tokens(100, 4), 7),
+        3,
+        "then the newer one's deepest block"
+    );
+    index.set_worker_capacity(7, Some(100));
+    assert_eq!(index.worker_entries(7), 3);
+    index.record(7, Query::tokens(&tokens(100, 4))).unwrap();
+    assert_eq!(score(&index, &tokens(100, 4), 7), 4, "a record refills it");
+    // Zero blocks: nothing approximate stays, not even the decision just recorded.
+    index.set_worker_capacity(7, Some(0));
+    assert_eq!(index.worker_entries(7), 0);
+    index.record(7, Query::tokens(&tokens(300, 2))).unwrap();
+    assert_eq!(index.worker_entries(7), 0);
+    assert!(index.find(Query::tokens(&tokens(300, 2))).scores.is_empty());
+}
+
+#[test]
+fn a_capacity_replaces_the_per_worker_cap_and_none_brings_the_cap_back() {
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(&clock, TTL, Some(4), None);
+    index.set_worker_capacity(1, Some(8));
+    index.record(1, Query::tokens(&tokens(0, 8))).unwrap();
+    index.record(2, Query::tokens(&tokens(0, 8))).unwrap();
+    assert_eq!((index.worker_entries(1), index.worker_entries(2)), (8, 4));
+    index.set_worker_capacity(1, None);
+    assert_eq!(index.worker_capacity(1), None);
+    assert_eq!(
+        index.worker_entries(1),
+        4,
+        "back under the per-worker cap at once"
+    );
+    assert_eq!(score(&index, &tokens(0, 8), 1), 4);
+}
+
+#[test]
+fn a_key_never_recorded_is_bounded_from_its_first_decision() {
+    let (index, _) = index();
+    index.set_worker_capacity(42, Some(2));
+    assert_eq!(index.worker_capacity(42), Some(2));
+    assert_eq!(index.worker_entries(42), 0);
+    index.record(42, Query::tokens(&tokens(0, 5))).unwrap();
+    assert_eq!(index.worker_entries(42), 2);
+    assert_eq!(score(&index, &tokens(0, 5), 42), 2);
+}
+
+#[test]
+fn removing_a_worker_forgets_its_capacity() {
+    let (index, _) = index();
+    index.set_worker_capacity(5, Some(1));
+    index.record(5, Query::tokens(&tokens(0, 3))).unwrap();
+    assert_eq!(index.worker_entries(5), 1);
+    index.remove_worker(5);
+    assert_eq!(index.worker_capacity(5), None);
+    index.record(5, Query::tokens(&tokens(0, 3))).unwrap();
+    assert_eq!(
+        index.worker_entries(5),
+        3,
+        "a new registration has no capacity"
+    );
+}
+
+#[test]
+fn exact_entries_count_and_are_never_evicted() {
+    let (index, clock) = index();
+    index.set_worker_capacity(9, Some(100));
+    let stored = tokens(500, 3);
+    let local = compute_block_hash_for_seq(&stored, 1);
+    let seq = compute_seq_hashes(&local);
+    let blocks: Vec<(u64, u64)> = local.iter().zip(&seq).map(|(l, s)| (l.0, s.0)).collect();
+    index.apply_event(&stored_event(9, None, &blocks));
+    index.record(9, Query::tokens(&tokens(0, 2))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    assert_eq!(index.worker_entries(9), 5);
+    index.set_worker_capacity(9, Some(2));
+    assert_eq!(
+        index.worker_entries(9),
+        3,
+        "the decision went; the exact entries stay"
+    );
+    assert_eq!(score(&index, &stored, 9), 3);
+    assert_eq!(score(&index, &tokens(0, 2), 9), 0);
+}
+
+#[test]
+fn ranks_have_capacities_of_their_own() {
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .background_sweeper(false)
+        .build_for::<WorkerWithDpRank>()
+        .unwrap();
+    let (r0, r1) = (WorkerWithDpRank::new(3, 0), WorkerWithDpRank::new(3, 1));
+    index.set_worker_capacity(r1, Some(1));
+    index.record(r0, Query::tokens(&tokens(0, 4))).unwrap();
+    index.record(r1, Query::tokens(&tokens(0, 4))).unwrap();
+    assert_eq!(index.worker_entries(3), 5);
+    assert_eq!(
+        (index.worker_capacity(r0), index.worker_capacity(r1)),
+        (None, Some(1))
+    );
+}
+
+/// Decisions recorded before the index's first capacity was set are in no eviction log:
+/// they leave by their TTL (the documented edge), and later ones are bounded.
+#[test]
+fn decisions_before_the_first_capacity_leave_by_their_ttl() {
+    let (index, clock) = index();
+    index.record(1, Query::tokens(&tokens(0, 5))).unwrap();
+    index.set_worker_capacity(1, Some(2));
+    assert_eq!(index.worker_entries(1), 5);
+    clock.advance(TTL);
+    index.sweep_expired();
+    assert_eq!(index.worker_entries(1), 0);
+    index.record(1, Query::tokens(&tokens(0, 5))).unwrap();
+    assert_eq!(index.worker_entries(1), 2);
+}
+
+/// Many threads recording for one worker with a capacity: once they are done, the worker
+/// is within it ("never stays above it").
+#[test]
+fn a_capacity_holds_once_concurrent_writers_are_done() {
+    let index = Arc::new(
+        ApproxKvIndexer::builder()
+            .block_size(1)
+            .ttl(TTL)
+            .background_sweeper(false)
+            .build()
+            .unwrap(),
+    );
+    index.set_worker_capacity(1, Some(50));
+    let threads = 4;
+    let start = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads as u32)
+        .map(|t| {
+            let (index, start) = (Arc::clone(&index), Arc::clone(&start));
+            thread::spawn(move || {
+                start.wait();
+                for i in 0..300 {
+                    let prompt = tokens(t * 1_000_000 + i * 10, 1 + i % 7);
+                    index.record(1, Query::tokens(&prompt)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    index
+        .record(1, Query::tokens(&tokens(9_999_999, 1)))
+        .unwrap();
+    assert!(index.worker_entries(1) <= 50, "{}", index.worker_entries(1));
+}
