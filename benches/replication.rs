@@ -322,6 +322,7 @@ mod redis_lag {
     use std::time::{Duration, Instant};
 
     use approx_kv_index::replication::redis::{RedisConfig, RedisSync};
+    use approx_kv_index::Query;
 
     use super::{index, median, redis_server::RedisServer, BLOCK_SIZES, WORKERS};
 
