@@ -1,6 +1,7 @@
 """Type stubs of the ``approx_kv_index`` extension module (see docs/python.md)."""
 
 from collections.abc import Iterable
+from typing import Any
 
 from typing_extensions import Buffer as _Buffer  # only for type checkers
 
@@ -61,6 +62,26 @@ class ApproxKvIndexer:
 
     def remove_worker(self, worker: int, dp_rank: int | None = None) -> None:
         """Forget ``worker`` (every rank, or only ``dp_rank``); unknown ids are ignored."""
+
+    def set_worker_capacity(
+        self, worker: int, capacity: int | None, dp_rank: int | None = None
+    ) -> None:
+        """Sets the worker's (rank's) KV capacity in blocks; None: unknown. A lower
+        capacity evicts its least recently recorded decisions at once."""
+
+    def worker_capacity(self, worker: int, dp_rank: int | None = None) -> int | None:
+        """The capacity set for the worker (rank), or None."""
+
+    def apply_event(self, event: dict[str, Any] | str | bytes) -> None:
+        """Applies one KV event in Dynamo's RouterEvent JSON shape (a dict or JSON text):
+        {"worker_id", "event": {"event_id", "data": {"stored": ..} | {"removed": ..} |
+        "cleared", "dp_rank"}}. Raises ValueError or TypeError if malformed."""
+
+    def apply_events(
+        self, events: Iterable[dict[str, Any] | str | bytes] | str | bytes
+    ) -> None:
+        """Applies events in order (an iterable of events, or JSON text of a list); if
+        one is malformed, raises and applies none."""
 
     def stats(self) -> dict[str, int]:
         """entries, nodes, workers, records, finds, expirations, caller_expirations,

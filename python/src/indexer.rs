@@ -165,6 +165,64 @@ impl PyIndexer {
         Ok(())
     }
 
+    /// Sets the KV capacity in blocks of `worker` (rank `dp_rank`, default 0), as its
+    /// engine reports it: an int from 0 up, or None for unknown. Beyond it, the worker's
+    /// least recently recorded decisions are evicted, deepest blocks first; a lower
+    /// capacity evicts at once.
+    #[pyo3(signature = (worker, capacity, dp_rank=None))]
+    fn set_worker_capacity(
+        &self,
+        py: Python<'_>,
+        worker: &Bound<'_, PyAny>,
+        capacity: Option<&Bound<'_, PyAny>>,
+        dp_rank: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let key = key(worker, dp_rank)?;
+        let capacity = match capacity.filter(|c| !c.is_none()) {
+            None => None,
+            Some(c) => {
+                Some(crate::args::uint(c, usize::MAX as u64, || "capacity".into())? as usize)
+            }
+        };
+        py.detach(|| self.index.set_worker_capacity(key, capacity));
+        Ok(())
+    }
+
+    /// The capacity set for `worker` (rank `dp_rank`, default 0), or None.
+    #[pyo3(signature = (worker, dp_rank=None))]
+    fn worker_capacity(
+        &self,
+        worker: &Bound<'_, PyAny>,
+        dp_rank: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<usize>> {
+        Ok(self.index.worker_capacity(key(worker, dp_rank)?))
+    }
+
+    /// Applies one KV event from an engine, in Dynamo's `RouterEvent` JSON shape, as a
+    /// dict or JSON text (`str` or `bytes`): `{"worker_id", "event": {"event_id", "data":
+    /// {"stored": ..} | {"removed": ..} | "cleared", "dp_rank"}}`. `Stored` blocks are held
+    /// exactly (no TTL) until removed; `Removed` ends the worker's claims on those blocks,
+    /// exact and approximate; `Cleared` forgets that rank. A malformed event raises
+    /// ValueError or TypeError and changes nothing.
+    fn apply_event(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<()> {
+        let event = crate::events::event(event)?;
+        py.detach(|| self.index.apply_event(&event));
+        Ok(())
+    }
+
+    /// Applies events in their order: JSON text of a list, or any iterable of events
+    /// (dicts or JSON texts), each as `apply_event` takes it. All are read first: if one
+    /// is malformed, the call raises (naming it) and applies none.
+    fn apply_events(&self, py: Python<'_>, events: &Bound<'_, PyAny>) -> PyResult<()> {
+        let events = crate::events::events(events)?;
+        py.detach(|| {
+            for event in &events {
+                self.index.apply_event(event);
+            }
+        });
+        Ok(())
+    }
+
     /// Sizes and counters, as a dict of ints: entries, nodes, workers, records, finds,
     /// expirations, caller_expirations, evictions, rejected_events, pending_timers,
     /// estimated_bytes. Approximate while other threads call the index.
@@ -224,6 +282,21 @@ impl PyIndexer {
                 .map_or_else(|| "None".to_owned(), |s| s.to_string())
         )
     }
+}
+
+/// The key of `worker`, rank `dp_rank` (default 0).
+fn key(
+    worker: &Bound<'_, PyAny>,
+    dp_rank: Option<&Bound<'_, PyAny>>,
+) -> PyResult<WorkerWithDpRank> {
+    let rank = match dp_rank.filter(|r| !r.is_none()) {
+        None => 0,
+        Some(r) => u32_arg(r, || "dp_rank".to_owned())?,
+    };
+    Ok(WorkerWithDpRank::new(
+        u64_arg(worker, || "worker".to_owned())?,
+        rank,
+    ))
 }
 
 impl PyIndexer {

@@ -7,6 +7,7 @@
 //! `ValueError` or `TypeError`. Install with `pip install ./python`; see `docs/python.md`.
 
 mod args;
+mod events;
 mod hashing;
 mod indexer;
 mod scores;
