@@ -13,7 +13,7 @@ use crate::support::events::{block, stored, stored_ours};
 use crate::support::index::{chain, manual_index, score, tokens};
 
 /// Checks that every find form gives `find_matches`' answer for `query` (tokens), and
-/// returns it. src/indexer.rs: `find_matches_by_sequence`: "Given `compute_seq_hashes(local)`,
+/// returns it. src/compat.rs: `find_matches_by_sequence`: "Given `compute_seq_hashes(local)`,
 /// the answer is `find_matches(local)`'s"; `find_matches_with`: "`visit(worker, score)` is
 /// called once for each worker that probably holds a leading run of the query (the workers
 /// and scores `find_matches` reports ...)"; the `_into` forms: "cleared first, then filled".

@@ -16,7 +16,7 @@ use approx_kv_index::{
 
 use super::model::{chain_next, nanos, Model, SnapshotRows, NEVER};
 
-/// The clock stops here: past 2^63 ns (the range issue 9 found broken), short of the end of
+/// The clock stops here: past 2^63 ns (a range once found broken), short of the end of
 /// time by more than the offset by which capacity-only indexes order decisions (2^62 ns):
 /// the documented boundary past which decisions recorded under caps are no longer ordered.
 pub const CLOCK_CAP: u64 = u64::MAX - NEVER - (1 << 40);
