@@ -161,6 +161,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// let seq = [SequenceHash(1)];
     /// assert_eq!(index.record(9, Query::sequence(&seq)), Err(RecordError::NoLocalHashes));
     /// ```
+    #[inline]
     pub fn record(&self, worker: W, query: Query<'_>) -> Result<(), RecordError> {
         query.with_record_hashes(self.core.block_size, |local, seq| {
             self.record_hashes(worker, local, seq)
@@ -169,6 +170,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
 
     /// Records a local decision from its local hashes and their chain, and shares it when
     /// decisions are shared.
+    #[inline]
     fn record_hashes(&self, worker: W, local: &[LocalBlockHash], seq: &[SequenceHash]) {
         self.core.record(worker, local, seq);
         if !local.is_empty() {
@@ -193,6 +195,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!((found.scores[&1], found.scores[&2]), (2, 1));
     /// assert_eq!(found.tree_sizes[&2], 2);
     /// ```
+    #[inline]
     pub fn find(&self, query: Query<'_>) -> OverlapScores<W> {
         let mut out = OverlapScores::default();
         self.find_into(query, &mut out);
@@ -221,6 +224,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// });
     /// assert_eq!(best, (2, 7));
     /// ```
+    #[inline]
     pub fn find_into(&self, query: Query<'_>, sink: &mut impl ScoreSink<W>) {
         query.with_find_hashes(self.core.block_size, |hashed| {
             self.core.find_into(hashed, sink)

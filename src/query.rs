@@ -53,6 +53,7 @@ enum Form<'a> {
 
 impl<'a> Query<'a> {
     /// A prompt's tokens; its full blocks are hashed with no salt.
+    #[inline]
     pub fn tokens(tokens: &'a [u32]) -> Self {
         Self::salted_tokens(tokens, HashSalt::NONE)
     }
@@ -68,6 +69,7 @@ impl<'a> Query<'a> {
     /// assert_eq!(index.find(Query::salted_tokens(&[1, 2, 3, 4], tenant)).scores[&1], 2);
     /// assert!(index.find(Query::tokens(&[1, 2, 3, 4])).scores.is_empty());
     /// ```
+    #[inline]
     pub fn salted_tokens(tokens: &'a [u32], salt: HashSalt) -> Self {
         Self {
             form: Form::Tokens { tokens, salt },
@@ -75,6 +77,7 @@ impl<'a> Query<'a> {
     }
 
     /// A prompt's local block hashes, one per full block.
+    #[inline]
     pub fn blocks(local: &'a [LocalBlockHash]) -> Self {
         Self {
             form: Form::Blocks(local),
@@ -83,6 +86,7 @@ impl<'a> Query<'a> {
 
     /// A prompt's sequence hashes, one per full block: the cheapest find when a router
     /// hashes a prompt once for several indexes. A record cannot take them alone.
+    #[inline]
     pub fn sequence(seq: &'a [SequenceHash]) -> Self {
         Self {
             form: Form::Sequence(seq),
@@ -93,6 +97,7 @@ impl<'a> Query<'a> {
     /// ([`RecordError::LengthMismatch`]) and places the blocks by the chain of `local`
     /// (what finds look up): where `seq` is not that chain, it is recorded as if it were.
     /// A find reads `local` only.
+    #[inline]
     pub fn hashes(local: &'a [LocalBlockHash], seq: &'a [SequenceHash]) -> Self {
         Self {
             form: Form::Hashes { local, seq },
@@ -101,6 +106,7 @@ impl<'a> Query<'a> {
 
     /// Runs `find` on the hashes a find walks; tokens are hashed into a buffer that the
     /// calling thread reuses.
+    #[inline]
     pub(crate) fn with_find_hashes<R>(
         self,
         block_size: u32,
@@ -118,6 +124,7 @@ impl<'a> Query<'a> {
 
     /// Runs `record` on the local and sequence hashes a record stores (equal lengths, the
     /// sequence hashes the chain of the local ones), or says why it cannot.
+    #[inline]
     pub(crate) fn with_record_hashes<R>(
         self,
         block_size: u32,

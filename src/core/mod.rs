@@ -215,7 +215,9 @@ impl Core {
             .tree
             .record(slot, (local, seq), expiry, holds_none, &guard);
         self.workers.adjust_entries(slot, added as i64);
-        guard.uncount_dropped(); // before the caps read the counts
+        if self.capped() {
+            guard.uncount_dropped(); // before the caps read the counts
+        }
         if let Some(timers) = self.timers_kept() {
             let generation = self.workers.generation(slot);
             timers.schedule(
