@@ -391,9 +391,10 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// again; the key runs on the TTL and the index-wide caps. Entries still expire by
     /// the TTL; exact entries (KV events) count and are never evicted.
     ///
-    /// Eviction walks the decisions logged since the index's first capacity was set (or
-    /// since it was built, with a per-worker cap): decisions recorded before that leave by
-    /// their TTL only. A capacity belongs to the key's registration:
+    /// The first capacity set on an index without a per-worker cap starts logging
+    /// decisions for eviction, and logs what every worker holds then (each of its leaves
+    /// as a decision, its path's expiries made unique: a few nanoseconds more at most), so
+    /// everything is evicted in order. A capacity belongs to the key's registration:
     /// [`remove_worker`](Self::remove_worker) forgets it. It is this index's own: not shared
     /// with other replicas, nor kept in snapshots.
     ///

@@ -126,6 +126,7 @@ impl Core {
                 local: e.local,
                 exact: e.exact,
                 ttl_left,
+                expiry,
             };
             let held = self.tree.claim_of(e.block, slot, &guard).map(|c| c.expiry);
             let added = self.tree.restore_entry(slot, &row, claim, &guard);

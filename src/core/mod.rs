@@ -27,7 +27,8 @@ use crate::scores::ScoreSink;
 use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
 use crate::timers::{Timer, Timers};
-use crate::tree::{HashedQuery, ReadAt, Span, Tree, Writing};
+use crate::tree::claim::Claim;
+use crate::tree::{Block, HashedQuery, LiveEntry, ReadAt, Span, Tree, Writing};
 use crate::workers::{Book, Keeping, Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
@@ -308,6 +309,9 @@ impl Core {
         let Some(slot) = self.workers.resolve(key) else {
             return; // 2^32 live registrations: nothing sensible to bound
         };
+        if self.workers.start_slot_logs() {
+            self.log_what_is_held();
+        }
         self.workers.set_capacity(slot, capacity);
         let Some(cap) = self.worker_cap(slot) else {
             return;
@@ -318,6 +322,69 @@ impl Core {
         if excess > 0 {
             let evicted = self.evictor(&guard).evict_worker(slot, cap, excess, None);
             self.evictions.add(evicted as u64);
+        }
+    }
+
+    /// When slot logs start (the first capacity set on an index without a per-worker
+    /// cap), logs what every live worker holds, so that it too is evicted in order. Each
+    /// leaf (an entry that no deeper live entry of the same worker continues) becomes a
+    /// decision of its own: in order of (expiry, block, worker), its path up from the leaf
+    /// is raised to a unique expiry (at least its own, as a capped record's: a few
+    /// nanoseconds more at most), timed and logged. Paths that share a prefix then leave
+    /// it to the later one, so no eviction leaves a worker's deeper blocks without their
+    /// prefix. Records racing this are logged themselves (the flag is set first).
+    fn log_what_is_held(&self) {
+        let guard = self.tree.writing();
+        let rows = self.tree.live_entries(self.read_at(), &guard);
+        let held: std::collections::HashMap<(Slot, SequenceHash), &LiveEntry> =
+            rows.iter().map(|r| ((r.slot, r.seq), r)).collect();
+        let continued: std::collections::HashSet<(Slot, SequenceHash)> = rows
+            .iter()
+            .filter(|r| r.depth > 0)
+            .map(|r| (r.slot, r.parent))
+            .collect();
+        let mut leaves: Vec<(u64, SequenceHash, crate::WorkerWithDpRank, Slot)> = rows
+            .iter()
+            .filter(|row| row.expiry != 0 && !continued.contains(&(row.slot, row.seq)))
+            .filter_map(|row| {
+                let key = self.workers.alive(row.slot)?;
+                Some((row.expiry, row.seq, key, row.slot))
+            })
+            .collect();
+        // A fixed order among equal expiries (decisions taken at one clock reading).
+        leaves.sort_unstable();
+        for (expiry, leaf, _, slot) in leaves {
+            let mut path = vec![held[&(slot, leaf)]];
+            while let Some(up) = path
+                .last()
+                .filter(|r| r.depth > 0)
+                .and_then(|r| held.get(&(slot, r.parent)))
+            {
+                path.push(up);
+            }
+            path.reverse();
+            let expiry = self.workers.unique_expiry(slot, expiry);
+            let claim = Claim::approx(expiry);
+            let parent = (path[0].depth > 0).then_some(path[0].parent);
+            let blocks = path.iter().map(|r| Block {
+                local: r.local,
+                seq: r.seq,
+                claim,
+            });
+            let added = self.tree.upsert_chain(slot, parent, blocks, &guard);
+            self.workers.adjust_entries(slot, added as i64);
+            if let Some(timers) = self.timers_kept() {
+                let generation = self.workers.generation(slot);
+                timers.schedule(
+                    expiry,
+                    Timer {
+                        leaf,
+                        slot,
+                        generation,
+                    },
+                );
+            }
+            self.log(slot, (leaf, expiry, Span::Path), true, &guard);
         }
     }
 

@@ -23,6 +23,8 @@ pub(crate) struct LiveEntry {
     pub(crate) exact: bool,
     /// Nanoseconds left on its approximate claim (0 if none).
     pub(crate) ttl_left: u64,
+    /// Its approximate claim's expiry (0 if none).
+    pub(crate) expiry: u64,
 }
 
 /// The instant a read of the whole tree is taken at.
@@ -72,6 +74,7 @@ impl Tree {
                     local: LocalBlockHash(local),
                     exact: c.exact,
                     ttl_left: ttl_left(c, at),
+                    expiry: c.expiry,
                 };
                 let Some(run) = run else {
                     rows.push(row(node.depth(), key, node.parent(), node.local().0));
@@ -146,6 +149,7 @@ mod tests {
                 local: local[k],
                 exact: claim.exact,
                 ttl_left: 0,
+                expiry: claim.expiry,
             };
             tree.restore_entry(slot, &row, claim, &guard);
         }

@@ -7,10 +7,8 @@ use crate::sync::Ordering;
 
 impl Workers {
     /// Sets `slot`'s capacity in blocks (`None`: unknown, so the index-wide per-worker cap
-    /// applies, if any). From the first capacity set on, every slot keeps a decision log,
-    /// so that its decisions can be evicted in order.
+    /// applies, if any).
     pub(crate) fn set_capacity(&self, slot: Slot, capacity: Option<usize>) {
-        self.slot_logs.store(true, Ordering::SeqCst);
         if let Some(info) = self.slots.get(slot) {
             let stored = capacity.map_or(0, |c| c.saturating_add(1));
             info.capacity.store(stored, Ordering::SeqCst);
@@ -22,6 +20,11 @@ impl Workers {
     pub(crate) fn capacity(&self, slot: Slot) -> Option<usize> {
         let stored = self.slots.get(slot)?.capacity.load(Ordering::Relaxed);
         stored.checked_sub(1)
+    }
+
+    /// Turns slot logs on for good; returns whether they were off.
+    pub(crate) fn start_slot_logs(&self) -> bool {
+        !self.slot_logs.swap(true, Ordering::SeqCst)
     }
 
     /// Whether slots keep decision logs (a per-worker cap, or a capacity was set).

@@ -168,19 +168,45 @@ fn ranks_have_capacities_of_their_own() {
     );
 }
 
-/// Decisions recorded before the index's first capacity was set are in no eviction log:
-/// they leave by their TTL (the documented edge), and later ones are bounded.
+/// Decisions recorded before the index's first capacity was set are logged when it is
+/// (each worker's leaves, in expiry order): a lower capacity evicts them at once, and two
+/// prompts recorded at one instant sharing a prefix leave it whole to the one kept.
 #[test]
-fn decisions_before_the_first_capacity_leave_by_their_ttl() {
+fn decisions_before_the_first_capacity_are_evicted_in_order_too() {
     let (index, clock) = index();
     index.record(1, Query::tokens(&tokens(0, 5))).unwrap();
-    index.set_worker_capacity(1, Some(2));
-    assert_eq!(index.worker_entries(1), 5);
-    clock.advance(TTL);
-    index.sweep_expired();
-    assert_eq!(index.worker_entries(1), 0);
-    index.record(1, Query::tokens(&tokens(0, 5))).unwrap();
-    assert_eq!(index.worker_entries(1), 2);
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(100, 3))).unwrap();
+    let mut forked = tokens(200, 4);
+    index.record(2, Query::tokens(&forked)).unwrap();
+    forked[3] = 999; // the same instant: both leaves expire together
+    index.record(2, Query::tokens(&forked)).unwrap();
+    index.set_worker_capacity(1, Some(3));
+    assert_eq!(index.worker_entries(1), 3, "evicted at once, oldest first");
+    assert_eq!(score(&index, &tokens(0, 5), 1), 0);
+    assert_eq!(score(&index, &tokens(100, 3), 1), 3);
+    index.set_worker_capacity(2, Some(4));
+    assert_eq!(index.worker_entries(2), 4);
+    // One leaf went, and its prefix stayed with the other: every block kept has its parent.
+    let kept: Vec<u32> = [tokens(200, 4), forked.clone()]
+        .iter()
+        .map(|p| score(&index, p, 2))
+        .collect();
+    assert!(kept == [4, 3] || kept == [3, 4], "{kept:?}");
+    for event in index.dump_events() {
+        let KvCacheEventData::Stored(data) = &event.data else {
+            continue;
+        };
+        if let Some(parent) = data.parent_hash {
+            let dump = index.dump_events();
+            let has_parent = dump.iter().any(|e| {
+                e.worker_id == event.worker_id
+                    && matches!(&e.data, KvCacheEventData::Stored(d)
+                        if d.blocks.iter().any(|b| b.block_hash == parent))
+            });
+            assert!(has_parent, "a hole below {parent:?}");
+        }
+    }
 }
 
 /// Many threads recording for one worker with a capacity: once they are done, the worker

@@ -58,6 +58,11 @@ pub enum Op {
     FindHashes { local: Vec<LocalBlockHash> },
     /// `remove_worker(worker)`.
     RemoveWorker(WorkerId),
+    /// `set_worker_capacity(worker, capacity)`.
+    SetCapacity {
+        worker: WorkerId,
+        capacity: Option<usize>,
+    },
     /// Moves the clock forward (nanoseconds, up to [`CLOCK_CAP`]).
     Advance(u64),
     /// `sweep_expired()`.
@@ -290,6 +295,15 @@ impl Harness {
                 self.index.remove_worker(*worker);
                 self.model.remove_worker(*worker);
             }
+            Op::SetCapacity { worker, capacity } => {
+                self.index.set_worker_capacity(*worker, *capacity);
+                self.model.set_capacity(now, *worker, *capacity);
+                assert_eq!(
+                    self.index.worker_capacity(*worker),
+                    self.model.capacity_of(*worker),
+                    "capacity of {worker}"
+                );
+            }
             Op::Advance(by) => {
                 let to = now.saturating_add(*by).min(CLOCK_CAP);
                 self.clock.set(Duration::from_nanos(to));
@@ -507,12 +521,16 @@ impl Harness {
     }
 
     /// Entries over a cap are only ever exact ones (which no cap evicts): each worker
-    /// holds at most `max(cap, its exact entries)`, the index `max(cap, all exact)`.
+    /// holds at most `max(cap, its exact entries)`, the index `max(cap, all exact)`. A
+    /// worker's capacity replaces the per-worker cap (under a per-worker cap every
+    /// decision is logged, so the bound is exact; without one, decisions recorded before
+    /// the first capacity are in no log, and only the model comparison applies).
     fn check_caps(&self) {
         let (per_worker, total) = self.model.caps_of();
         if let Some(cap) = per_worker {
             for w in self.model.worker_ids() {
                 let held = self.model.stored_count(Some(w));
+                let cap = self.model.capacity_of(w).unwrap_or(cap);
                 let bound = cap.max(self.model.exact_count(Some(w)));
                 assert!(held <= bound, "worker {w} holds {held} > {bound}");
             }

@@ -131,6 +131,10 @@ pub struct Model {
     engine: HashMap<(Reg, u64), u64>,
     last_expiry: HashMap<Reg, u64>,
     slot_logs: HashMap<Reg, VecDeque<Decision>>,
+    /// Registrations log their decisions: a per-worker cap, or since a capacity was set.
+    logs_slots: bool,
+    /// Capacities set with `set_worker_capacity`, per registration.
+    capacities: HashMap<Reg, usize>,
     global_log: VecDeque<Decision>,
     /// (deadline, registration, leaf).
     timers: Vec<(u64, Reg, u64)>,
@@ -160,14 +164,17 @@ impl Model {
             engine: HashMap::new(),
             last_expiry: HashMap::new(),
             slot_logs: HashMap::new(),
+            logs_slots: per_worker.is_some(),
+            capacities: HashMap::new(),
             global_log: VecDeque::new(),
             timers: Vec::new(),
             evictions: 0,
         }
     }
 
+    /// Whether decisions are logged for eviction (and expiries made unique per worker).
     fn caps(&self) -> bool {
-        self.per_worker.is_some() || self.total.is_some()
+        self.logs_slots || self.total.is_some()
     }
 
     fn read_time(&self, now: u64) -> u64 {
@@ -322,7 +329,7 @@ impl Model {
             };
             log.insert(at, decision);
         };
-        if self.per_worker.is_some() {
+        if self.logs_slots {
             put(self.slot_logs.entry(decision.reg).or_default());
         }
         if self.total.is_some() {
@@ -353,23 +360,38 @@ impl Model {
         self.entries.keys().filter(|(r, _)| *r == reg).count()
     }
 
-    fn enforce(&mut self, reg: Reg, added: usize) {
+    /// After `reg` gained `added` entries, by a decision of its own if `fresh` (its
+    /// expiry and blocks): see [`Model::evict`].
+    fn enforce(&mut self, reg: Reg, added: usize, fresh: Option<(u64, usize)>) {
         if added == 0 {
             return;
         }
         let quota = 2 * added;
         let mut evicted = 0;
-        if let Some(cap) = self.per_worker {
-            evicted += self.evict(Some(reg), quota, cap);
+        if let Some(cap) = self.worker_cap(reg) {
+            evicted += self.evict(Some(reg), quota, cap, fresh);
         }
         if let Some(cap) = self.total {
-            evicted += self.evict(None, quota - evicted, cap);
+            evicted += self.evict(None, quota - evicted, cap, None);
         }
         self.evictions += evicted as u64;
     }
 
-    /// Evicts from `reg`'s log (`None`: the global log) while over `cap`.
-    fn evict(&mut self, reg: Option<Reg>, quota: usize, cap: usize) -> usize {
+    /// Evicts from `reg`'s log (`None`: the global log) while over `cap`. A recorder's
+    /// own decision (`fresh`: its expiry and blocks) loses at most the blocks by which it
+    /// alone exceeds the cap (none of that protection for a worker with exact entries):
+    /// entries its log does not hold (decisions recorded before it logged) then stay.
+    fn evict(
+        &mut self,
+        reg: Option<Reg>,
+        quota: usize,
+        cap: usize,
+        fresh: Option<(u64, usize)>,
+    ) -> usize {
+        let fresh = fresh
+            .filter(|_| reg.is_some_and(|r| !self.had_exact.contains(&r)))
+            .map(|(expiry, blocks)| (expiry, blocks.saturating_sub(cap)));
+        let (fresh_expiry, mut spare) = fresh.unwrap_or((u64::MAX, usize::MAX));
         let mut evicted = 0;
         loop {
             let held = match reg {
@@ -384,10 +406,19 @@ impl Model {
                 Some(r) => self.slot_logs.entry(r).or_default(),
                 None => &mut self.global_log,
             };
-            let Some(d) = log.pop_front() else {
+            let takes = |d: &Decision| {
+                d.expiry < fresh_expiry || (d.expiry == fresh_expiry && spare > 0)
+            };
+            let Some(d) = log.front().copied().filter(takes) else {
                 return evicted;
             };
-            let (removed, resume) = self.walk(d.reg, d.leaf, d.expiry, excess, d.single);
+            log.pop_front();
+            let own = fresh.is_some() && d.expiry == fresh_expiry;
+            let budget = if own { excess.min(spare) } else { excess };
+            let (removed, resume) = self.walk(d.reg, d.leaf, d.expiry, budget, d.single);
+            if own {
+                spare -= removed;
+            }
             if let (Some(rest), false) = (resume, d.single) {
                 self.log(Decision { leaf: rest, ..d }, true);
                 if !self.never {
@@ -433,7 +464,9 @@ impl Model {
                 single: false,
             };
             self.log(decision, false);
-            self.enforce(reg, added);
+            // Expiries name a worker's decisions, except once saturated at the end of time.
+            let fresh = (expiry != u64::MAX).then_some((expiry, seq.len()));
+            self.enforce(reg, added, fresh);
         }
     }
 
@@ -508,7 +541,7 @@ impl Model {
                 self.schedule_walk(reg, seq, claim.expiry, true);
             }
         }
-        self.enforce(reg, added);
+        self.enforce(reg, added, None);
         true
     }
 
@@ -535,6 +568,100 @@ impl Model {
         for (leaf, expiry) in anchors {
             self.schedule_walk(reg, leaf, expiry, false);
         }
+    }
+
+    /// The bound on `reg`'s entries: its capacity, else the per-worker cap.
+    fn worker_cap(&self, reg: Reg) -> Option<usize> {
+        self.capacities.get(&reg).copied().or(self.per_worker)
+    }
+
+    /// `set_worker_capacity(worker, capacity)`: registers the worker, logs every
+    /// registration's decisions from now on, and evicts the worker's oldest decisions at
+    /// once while it holds more than its bound.
+    pub fn set_capacity(&mut self, now: u64, worker: WorkerId, capacity: Option<usize>) {
+        let reg = self.register(worker);
+        if !self.logs_slots {
+            self.logs_slots = true;
+            self.log_what_is_held(now);
+        }
+        match capacity {
+            Some(c) => self.capacities.insert(reg, c),
+            None => self.capacities.remove(&reg),
+        };
+        if let Some(cap) = self.worker_cap(reg) {
+            let excess = self.count(reg).saturating_sub(cap);
+            if excess > 0 {
+                let evicted = self.evict(Some(reg), excess, cap, None);
+                self.evictions += evicted as u64;
+            }
+        }
+    }
+
+    /// When logs start: each live registration's leaves (live entries no deeper live
+    /// entry of it continues) with an approximate claim, in order of (expiry, block,
+    /// worker): the path up from the leaf (as far as the registration holds it live) is
+    /// raised to a unique expiry (at least the leaf's own), with a timer, and logged.
+    fn log_what_is_held(&mut self, now: u64) {
+        let live: HashSet<(Reg, u64)> = self
+            .entries
+            .iter()
+            .filter(|((reg, _), claim)| self.alive(*reg) && self.live(**claim, now))
+            .map(|(&key, _)| key)
+            .collect();
+        let parents: HashMap<u64, u64> = live
+            .iter()
+            .filter_map(|&(_, key)| {
+                let node = self.nodes.get(&key)?;
+                Some((key, node.parent.filter(|_| node.depth > 0)?))
+            })
+            .collect();
+        let parent_of = |key: u64| parents.get(&key).copied();
+        let continued: HashSet<(Reg, u64)> = live
+            .iter()
+            .filter_map(|&(reg, key)| Some((reg, parent_of(key)?)))
+            .collect();
+        let worker_of = |reg: Reg| {
+            let found = self.registration.iter().find(|(_, &r)| r == reg);
+            found.map_or(0, |(&w, _)| w)
+        };
+        let mut leaves: Vec<(u64, u64, WorkerId, Reg)> = live
+            .iter()
+            .map(|&(reg, key)| (reg, key, self.entries[&(reg, key)]))
+            .filter(|&(reg, key, claim)| claim.expiry != 0 && !continued.contains(&(reg, key)))
+            .map(|(reg, key, claim)| (claim.expiry, key, worker_of(reg), reg))
+            .collect();
+        leaves.sort_unstable();
+        for (expiry, leaf, _, reg) in leaves {
+            let last = self.last_expiry.entry(reg).or_default();
+            let expiry = expiry.max(last.saturating_add(1));
+            *last = expiry;
+            let mut key = leaf;
+            loop {
+                if let Some(claim) = self.entries.get_mut(&(reg, key)) {
+                    claim.expiry = claim.expiry.max(expiry);
+                }
+                match parent_of(key) {
+                    Some(parent) if live.contains(&(reg, parent)) => key = parent,
+                    _ => break,
+                }
+            }
+            if !self.never {
+                self.timers.push((expiry, reg, leaf));
+            }
+            let decision = Decision {
+                reg,
+                expiry,
+                leaf,
+                single: false,
+            };
+            self.log(decision, true);
+        }
+    }
+
+    /// The capacity set for `worker`'s registration, if any.
+    pub fn capacity_of(&self, worker: WorkerId) -> Option<usize> {
+        let reg = self.registration.get(&worker)?;
+        self.capacities.get(reg).copied()
     }
 
     /// Forgets `worker` (unknown workers are ignored).
@@ -617,7 +744,7 @@ impl Model {
             }
         }
         for (reg, added) in added_per_reg {
-            self.enforce(reg, added);
+            self.enforce(reg, added, None);
         }
     }
 
