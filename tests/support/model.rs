@@ -406,9 +406,8 @@ impl Model {
                 Some(r) => self.slot_logs.entry(r).or_default(),
                 None => &mut self.global_log,
             };
-            let takes = |d: &Decision| {
-                d.expiry < fresh_expiry || (d.expiry == fresh_expiry && spare > 0)
-            };
+            let takes =
+                |d: &Decision| d.expiry < fresh_expiry || (d.expiry == fresh_expiry && spare > 0);
             let Some(d) = log.front().copied().filter(takes) else {
                 return evicted;
             };
