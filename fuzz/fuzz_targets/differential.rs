@@ -103,6 +103,11 @@ enum FuzzOp {
         local: Vec<u8>,
     },
     RemoveWorker(u8),
+    /// `set_worker_capacity(worker, capacity)`: none, or 0 to 31 blocks.
+    SetCapacity {
+        worker: u8,
+        capacity: Option<u8>,
+    },
     Advance(u16),
     Leap(u64),
     Sweep,
@@ -305,6 +310,10 @@ fuzz_target!(|input: Input| {
                 local: hashes(local),
             },
             FuzzOp::RemoveWorker(w) => Op::RemoveWorker(worker(*w)),
+            FuzzOp::SetCapacity { worker: w, capacity } => Op::SetCapacity {
+                worker: worker(*w),
+                capacity: capacity.map(|c| usize::from(c % 32)),
+            },
             FuzzOp::Advance(n) => Op::Advance(u64::from(*n)),
             FuzzOp::Leap(n) => Op::Advance(*n),
             FuzzOp::Sweep => Op::Sweep,
