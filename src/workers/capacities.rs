@@ -18,8 +18,12 @@ impl Workers {
     /// `slot`'s capacity in blocks, if one was set.
     #[inline]
     pub(crate) fn capacity(&self, slot: Slot) -> Option<usize> {
-        let stored = self.slots.get(slot)?.capacity.load(Ordering::Relaxed);
-        stored.checked_sub(1)
+        // Stored plus one (0: not set); `usize::MAX` reads back as itself (it and the
+        // value below it both mean "unbounded").
+        match self.slots.get(slot)?.capacity.load(Ordering::Relaxed) {
+            usize::MAX => Some(usize::MAX),
+            stored => stored.checked_sub(1),
+        }
     }
 
     /// Turns slot logs on for good; returns whether they were off.

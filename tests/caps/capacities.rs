@@ -106,6 +106,8 @@ fn a_key_never_recorded_is_bounded_from_its_first_decision() {
     let (index, _) = index();
     index.set_worker_capacity(42, Some(2));
     assert_eq!(index.worker_capacity(42), Some(2));
+    index.set_worker_capacity(43, Some(usize::MAX));
+    assert_eq!(index.worker_capacity(43), Some(usize::MAX));
     assert_eq!(index.worker_entries(42), 0);
     index.record(42, Query::tokens(&tokens(0, 5))).unwrap();
     assert_eq!(index.worker_entries(42), 2);
