@@ -313,7 +313,7 @@ fn main() {
 }
 
 #[cfg(feature = "redis")]
-#[path = "../tests/redis_server/mod.rs"]
+#[path = "../tests/support/redis_server/mod.rs"]
 mod redis_server;
 
 #[cfg(feature = "redis")]

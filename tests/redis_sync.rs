@@ -6,6 +6,7 @@
 //! deadline (30 s), never sleeping a fixed time to let something happen.
 #![cfg(feature = "redis")]
 
+#[path = "support/redis_server/mod.rs"]
 mod redis_server;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

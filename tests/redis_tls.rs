@@ -6,6 +6,7 @@
 //! Waits poll for an outcome with a generous deadline (30 s), as in `redis_sync.rs`.
 #![cfg(feature = "redis-tls")]
 
+#[path = "support/redis_server/mod.rs"]
 mod redis_server;
 
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! and docs/design.md "Sharing decisions between replicas"), each test quoting the sentence
 //! it checks: `start`'s errors, the config's defaults and retention, resuming after a killed
 //! connection, trimmed and TTL-old decisions, streams kept apart, stopping and shutting
-//! down. Against a real `redis-server` started per test (`tests/redis_server`):
+//! down. Against a real `redis-server` started per test (`tests/support/redis_server`):
 //! `cargo test --features redis --test redis_transport`. Without `redis-server` the server
 //! tests skip, unless `APPROX_KV_REQUIRE_REDIS=1`.
 //!
@@ -10,6 +10,7 @@
 //! deadline (30 s), never sleeping a fixed time to let something happen.
 #![cfg(feature = "redis")]
 
+#[path = "support/redis_server/mod.rs"]
 mod redis_server;
 
 use std::sync::Arc;

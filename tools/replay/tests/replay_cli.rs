@@ -415,7 +415,7 @@ fn redis_sync_without_the_feature_says_how_to_get_it() {
 
 /// The private `redis-server` of the library's Redis tests, with its throwaway certificates.
 #[cfg(feature = "redis-tls")]
-#[path = "../../../tests/redis_server/mod.rs"]
+#[path = "../../../tests/support/redis_server/mod.rs"]
 mod redis_server;
 
 /// `--sync rediss://...` with `--sync-tls-ca`: two replicas share their decisions through a
