@@ -14,11 +14,17 @@
 //! let mut chat = system_prompt.clone();
 //! chat.extend([100, 101, 102, 103]);                          // + 1 block
 //!
-//! index.record(3, Query::tokens(&chat)).unwrap();       // routed to worker 3
+//! index.record(3, Query::tokens(&chat)).unwrap();            // routed to worker 3
 //! let found = index.find(Query::tokens(&system_prompt));
 //! assert_eq!(found.scores[&3], 2);                            // both blocks probably cached
 //! # Ok::<(), approx_kv_index::ConfigError>(())
 //! ```
+//!
+//! One find and one record, by [`Query`] (tokens, salted tokens, local block hashes,
+//! sequence hashes, or both): [`ApproxKvIndexer::find`], [`ApproxKvIndexer::find_into`]
+//! (into a reused [`OverlapScores`], a closure, or any [`ScoreSink`]) and
+//! [`ApproxKvIndexer::record`]. Dynamo's names (`find_matches*`,
+//! `process_routing_decision*`) are kept as thin wrappers of them.
 //!
 //! ## Shape
 //! No actor, no channel, no async runtime. A concurrent hash-map radix tree (nodes keyed
@@ -52,7 +58,8 @@
 //! - **Bounded memory:** [`Builder::max_blocks_per_worker`] and [`Builder::max_entries`]
 //!   evict least recently recorded decisions, deepest blocks first, whatever the number of
 //!   workers; with `ttl(Duration::MAX)` the index mirrors each worker's LRU cache
-//!   (capacity-only mode).
+//!   (capacity-only mode); [`ApproxKvIndexer::set_worker_capacity`] gives a worker its own
+//!   capacity at run time, as its engine reports it.
 //! - **Data-parallel ranks:** `ApproxKvIndexer<WorkerWithDpRank>` ([`WorkerWithDpRank`]).
 //! - **LoRA and tenant isolation:** [`HashSalt`] and the `*_salted` calls.
 //! - **Exact KV events** alongside the approximation, from engines with block hashes of
