@@ -75,7 +75,7 @@ fn after_shutdown_recording_callers_reclaim_nothing() {
 }
 
 /// Regression: when the sweeper falls behind, recording callers reclaim due entries
-/// themselves without waiting (`engine::sweep` has the deterministic unit test,
+/// themselves without waiting (`core::sweep` has the deterministic unit test,
 /// `benches/soak.rs` measures the plateau under overload). Here the manual clock leaps far
 /// past the sweeper's last sweep; whoever reclaims, memory comes back with no
 /// `sweep_expired`.
