@@ -113,6 +113,7 @@ mod slot;
 mod snapshot;
 mod stats;
 mod sync;
+mod thread_buffer;
 mod timers;
 mod tree;
 mod worker_key;

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 
 use crate::error::RecordError;
 use crate::hash::{self, HashSalt};
+use crate::thread_buffer::with_thread_buffer;
 use crate::tree::HashedQuery;
 use crate::{LocalBlockHash, SequenceHash};
 
@@ -159,16 +160,7 @@ fn with_seq_buffer<R>(f: impl FnOnce(&mut Vec<SequenceHash>) -> R) -> R {
     thread_local! {
         static SEQ: RefCell<Vec<SequenceHash>> = const { RefCell::new(Vec::new()) };
     }
-    let mut f = Some(f);
-    let reused = SEQ.try_with(|cell| {
-        cell.try_borrow_mut()
-            .ok()
-            .map(|mut seq| (f.take().expect("called once"))(&mut seq))
-    });
-    match reused {
-        Ok(Some(r)) => r,
-        _ => (f.take().expect("called once"))(&mut Vec::new()),
-    }
+    with_thread_buffer(&SEQ, f)
 }
 
 #[cfg(test)]

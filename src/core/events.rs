@@ -11,7 +11,6 @@ use super::Core;
 use crate::events::{KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, RouterEvent};
 use crate::hash::SeqChain;
 use crate::slot::Slot;
-use crate::timers::Timer;
 use crate::tree::claim::Claim;
 use crate::tree::{Block, Span, Writing};
 use crate::workers::WriteKind;
@@ -139,17 +138,7 @@ impl Core {
         span: Span,
         guard: &Writing<'_>,
     ) {
-        if let Some(timers) = self.timers_kept() {
-            let generation = self.workers.generation(slot);
-            timers.schedule(
-                expiry,
-                Timer {
-                    leaf,
-                    slot,
-                    generation,
-                },
-            );
-        }
+        self.schedule_timer(slot, leaf, expiry);
         if self.capped() {
             self.workers.note_expiry(slot, expiry);
             self.log(slot, (leaf, expiry, span), true, guard);

@@ -219,17 +219,7 @@ impl Core {
         if self.capped() {
             guard.uncount_dropped(); // before the caps read the counts
         }
-        if let Some(timers) = self.timers_kept() {
-            let generation = self.workers.generation(slot);
-            timers.schedule(
-                expiry,
-                Timer {
-                    leaf,
-                    slot,
-                    generation,
-                },
-            );
-        }
+        self.schedule_timer(slot, leaf, expiry);
         if self.capped() {
             self.log(slot, (leaf, expiry, Span::Path), dated, &guard);
             // A decision from the past is evicted in its turn like any older one. Expiries
@@ -244,6 +234,19 @@ impl Core {
         self.workers.end_write(slot, WriteKind::Approx);
         self.help_sweep(now, added);
         true
+    }
+
+    /// A timer for `slot`'s walk from `leaf` at `expiry`, if the index keeps timers.
+    fn schedule_timer(&self, slot: Slot, leaf: SequenceHash, expiry: u64) {
+        if let Some(timers) = self.timers_kept() {
+            let generation = self.workers.generation(slot);
+            let timer = Timer {
+                leaf,
+                slot,
+                generation,
+            };
+            timers.schedule(expiry, timer);
+        }
     }
 
     /// Logs a walk of `slot` for eviction: appended if just recorded, inserted in expiry
@@ -373,18 +376,7 @@ impl Core {
             });
             let added = self.tree.upsert_chain(slot, parent, blocks, &guard);
             self.workers.adjust_entries(slot, added as i64);
-            if let Some(timers) = self.timers_kept() {
-                let generation = self.workers.generation(slot);
-                timers.schedule(
-                    expiry,
-                    Timer {
-                        leaf,
-                        slot,
-                        generation,
-                    },
-                );
-            }
-            self.log(slot, (leaf, expiry, Span::Path), true, &guard);
+            self.schedule_walk(slot, leaf, expiry, Span::Path, &guard);
         }
     }
 

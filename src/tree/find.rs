@@ -18,6 +18,7 @@ use crate::hash::SeqChain;
 use crate::prefetch::prefetch;
 use crate::scores::ScoreSink;
 use crate::slot::{Slot, SlotOwners};
+use crate::thread_buffer::with_thread_buffer;
 use crate::{LocalBlockHash, SequenceHash, WorkerKey, WorkerWithDpRank};
 
 /// A find's working memory, kept per thread so that a find allocates nothing once warm
@@ -42,21 +43,14 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// Runs `f` with this thread's scratch, or with a fresh one where that is unavailable (a
-/// find nested in another, or a thread being torn down): never a panic.
+/// Runs `f` with this thread's scratch, emptied, or with a fresh one where that is
+/// unavailable (a find nested in another, or a thread being torn down).
 fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
-    let mut f = Some(f);
-    let reused = SCRATCH.try_with(|cell| {
-        cell.try_borrow_mut().ok().map(|mut scratch| {
-            scratch.active.clear();
-            scratch.seq.clear();
-            (f.take().expect("called once"))(&mut scratch)
-        })
-    });
-    match reused {
-        Ok(Some(r)) => r,
-        _ => (f.take().expect("called once"))(&mut Scratch::default()),
-    }
+    with_thread_buffer(&SCRATCH, |scratch| {
+        scratch.active.clear();
+        scratch.seq.clear();
+        f(scratch)
+    })
 }
 
 /// A find's query: its blocks' local hashes (the find chains them into sequence hashes as
