@@ -216,11 +216,14 @@ impl Core {
             .tree
             .record(slot, (local, seq), expiry, holds_none, &guard);
         self.workers.adjust_entries(slot, added as i64);
-        if self.capped() {
+        // Read after the entries are in (not once before): a first capacity set meanwhile
+        // logs what it finds in the tree, and a record it did not find logs itself here.
+        let capped = self.capped();
+        if capped {
             guard.uncount_dropped(); // before the caps read the counts
         }
         self.schedule_timer(slot, leaf, expiry);
-        if self.capped() {
+        if capped {
             self.log(slot, (leaf, expiry, Span::Path), dated, &guard);
             // A decision from the past is evicted in its turn like any older one. Expiries
             // name a worker's decisions (unique per slot) except once saturated at the
