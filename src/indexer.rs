@@ -61,7 +61,7 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 /// assert!(index.find(Query::tokens(&prompt)).scores.is_empty());
 /// ```
 pub struct ApproxKvIndexer<W: WorkerKey = WorkerId> {
-    core: Arc<Core>,
+    pub(crate) core: Arc<Core>,
     sweeper: Sweeper,
     replication: Box<Replication>,
     key: std::marker::PhantomData<fn(W) -> W>,
@@ -173,6 +173,13 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     #[inline]
     fn record_hashes(&self, worker: W, local: &[LocalBlockHash], seq: &[SequenceHash]) {
         self.core.record(worker, local, seq);
+        self.share_route(worker, local);
+    }
+
+    /// Shares a decision of `worker` for the prompt `local` with the other replicas, when
+    /// decisions are shared.
+    #[inline]
+    pub(crate) fn share_route(&self, worker: W, local: &[LocalBlockHash]) {
         if !local.is_empty() {
             self.replication.share(|| Action::Route {
                 worker_id: worker.worker_id(),

@@ -107,6 +107,7 @@ mod indexer;
 mod loom_models;
 mod prefetch;
 mod query;
+mod request;
 pub mod replication;
 mod scores;
 mod slot;
@@ -139,9 +140,10 @@ pub use hash::{
 };
 pub use indexer::ApproxKvIndexer;
 pub use query::Query;
+pub use request::RequestHandle;
 /// The hasher of [`OverlapScores`]' maps (re-exported from `rustc-hash`).
 pub use rustc_hash::FxBuildHasher;
 pub use scores::{OverlapScores, ScoreSink};
 pub use snapshot::{Snapshot, SnapshotEntry, SnapshotError};
-pub use stats::IndexStats;
+pub use stats::{CacheReport, IndexStats};
 pub use worker_key::{WorkerKey, WorkerWithDpRank};

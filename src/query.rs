@@ -105,6 +105,17 @@ impl<'a> Query<'a> {
         }
     }
 
+    /// The prompt's length in tokens: as given, or its blocks times `block_size` for the
+    /// hash forms.
+    pub(crate) fn token_count(&self, block_size: u32) -> usize {
+        let blocks = match self.form {
+            Form::Tokens { tokens, .. } => return tokens.len(),
+            Form::Blocks(local) | Form::Hashes { local, .. } => local.len(),
+            Form::Sequence(seq) => seq.len(),
+        };
+        blocks.saturating_mul(block_size as usize)
+    }
+
     /// Runs `find` on the hashes a find walks; tokens are hashed into a buffer that the
     /// calling thread reuses.
     #[inline]
@@ -151,6 +162,27 @@ impl<'a> Query<'a> {
                 Some(chain) => record(local, &chain),
             }),
         }
+    }
+}
+
+/// A prompt's tokens, as [`Query::tokens`]: `begin_request(worker, &tokens)`.
+impl<'a> From<&'a [u32]> for Query<'a> {
+    fn from(tokens: &'a [u32]) -> Self {
+        Self::tokens(tokens)
+    }
+}
+
+/// A prompt's tokens, as [`Query::tokens`].
+impl<'a> From<&'a Vec<u32>> for Query<'a> {
+    fn from(tokens: &'a Vec<u32>) -> Self {
+        Self::tokens(tokens)
+    }
+}
+
+/// A prompt's tokens, as [`Query::tokens`].
+impl<'a, const N: usize> From<&'a [u32; N]> for Query<'a> {
+    fn from(tokens: &'a [u32; N]) -> Self {
+        Self::tokens(tokens)
     }
 }
 

@@ -33,6 +33,42 @@ pub struct IndexStats {
     /// timers, eviction logs, engine block hashes (allocator rounding and per-worker
     /// bookkeeping not counted).
     pub estimated_bytes: usize,
+    /// Engines' reports of cached prompt tokens
+    /// ([`observe_cached`](crate::ApproxKvIndexer::observe_cached)) of the registered
+    /// workers, summed: per worker, see
+    /// [`cache_reports`](crate::ApproxKvIndexer::cache_reports).
+    pub cache: CacheReport,
+    /// (block, worker) pairs dropped because a report showed the worker had lost them,
+    /// since creation.
+    pub dropped_by_reports: u64,
+}
+
+/// Engines' reports of cached prompt tokens for one worker (or summed): how many leading
+/// prompt blocks the index predicted the worker held when each request began
+/// ([`RequestHandle::predicted_blocks`](crate::RequestHandle::predicted_blocks)), and how
+/// many the engine found cached. `delivered_blocks / predicted_blocks` near 1 says the
+/// index is calibrated; below 1, it believes in blocks the worker no longer holds.
+///
+/// ```
+/// use approx_kv_index::{ApproxKvIndexer, Query};
+/// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+/// index.record(1, Query::tokens(&[1, 2, 3, 4])).unwrap();
+/// let request = index.begin_request(1, &[1, 2, 3, 4, 5, 6]);
+/// assert_eq!(request.predicted_blocks(), 2);
+/// assert!(index.observe_cached(&request, 4)); // the engine found 4 tokens: 2 blocks
+/// let (worker, report) = index.cache_reports()[0];
+/// assert_eq!((worker, report.predicted_blocks, report.delivered_blocks), (1, 2, 2));
+/// assert_eq!(index.stats().cache.reports, 1);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheReport {
+    /// Reports taken.
+    pub reports: u64,
+    /// Blocks the index predicted, summed over the reports.
+    pub predicted_blocks: u64,
+    /// Blocks the engines reported cached, summed over the reports.
+    pub delivered_blocks: u64,
 }
 
 /// A counter many threads bump without sharing a cache line: each thread adds to one of

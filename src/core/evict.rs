@@ -112,6 +112,19 @@ impl Evictor<'_> {
         })
     }
 
+    /// Evicts every decision of `slot` expiring at or before `bound`, whatever the count
+    /// (a report's loss rule, `reports.rs`). Returns the entries evicted.
+    pub(crate) fn evict_until(&self, slot: Slot, bound: u64) -> usize {
+        let Some(log) = self.workers.log(slot) else {
+            return 0;
+        };
+        let mut evicted = 0;
+        while let Some(decision) = log.pop_oldest_if(|d| d.expiry <= bound) {
+            evicted += self.evict(decision, usize::MAX);
+        }
+        evicted
+    }
+
     /// The eviction loop. `fresh`: the caller's own decision's expiry and how many of its
     /// blocks it may lose; decisions logged after it are not taken.
     fn evict_from(
@@ -162,6 +175,7 @@ impl Evictor<'_> {
             slot_alive: alive,
             budget,
             span: decision.span,
+            blocks: usize::MAX,
         };
         let walked = self
             .tree

@@ -6,13 +6,17 @@
 //! - `evict.rs`: the evictor, which enforces the caps;
 //! - `events.rs`: exact (and replayed) KV events;
 //! - `export.rs`: dump, snapshot and restore;
+//! - `pins.rs`: running requests' blocks, pinned until they finish;
+//! - `reports.rs`: what engines report of each request's cached prompt tokens;
 //! - `purge.rs`: freeing removed workers' entries, a few shards a tick;
 //! - `sweep.rs`: reclamation, by the sweeper and by callers helping it.
 
 mod events;
 mod evict;
 mod export;
+mod pins;
 mod purge;
+mod reports;
 mod sweep;
 
 use std::sync::atomic::AtomicU64;
@@ -33,6 +37,7 @@ use crate::workers::{Book, Keeping, Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 use evict::{Evictor, Fresh};
+pub(crate) use pins::{Begun, PIN};
 
 /// TTLs at or beyond this (about 146 years) mean "never": approximate claims then never
 /// expire and no timers are kept. Their expiries are still `now + NEVER`, which orders
@@ -68,6 +73,11 @@ pub(crate) struct Core {
     caller_expirations: StripedCounter,
     evictions: StripedCounter,
     rejected_events: StripedCounter,
+    dropped_by_reports: StripedCounter,
+    /// Running requests' pinned blocks, per slot.
+    pins: pins::PinTable,
+    /// Engines' reports of cached prompt tokens, per slot.
+    reports: reports::ReportTable,
 }
 
 impl Core {
@@ -107,6 +117,9 @@ impl Core {
             caller_expirations: StripedCounter::default(),
             evictions: StripedCounter::default(),
             rejected_events: StripedCounter::default(),
+            dropped_by_reports: StripedCounter::default(),
+            pins: pins::PinTable::default(),
+            reports: reports::ReportTable::default(),
         }
     }
 
@@ -191,9 +204,9 @@ impl Core {
         if ttl == 0 {
             return false;
         }
-        let Some(&leaf) = seq.last() else {
+        if seq.is_empty() {
             return true;
-        };
+        }
         self.records.add(1);
         let guard = self.tree.writing();
         let Some(slot) = self.workers.resolve(worker) else {
@@ -211,10 +224,31 @@ impl Core {
         } else {
             self.expiry_for(slot, now, ttl)
         };
+        let added = self.store_decision(slot, (local, seq), expiry, dated, &guard);
+        self.workers.end_write(slot, WriteKind::Approx);
+        self.help_sweep(now, added);
+        true
+    }
+
+    /// Stores a decision of `slot` (its write begun) expiring at `expiry`: its entries,
+    /// its timer, and with caps its log entry and the evictions it calls for (`dated`: it
+    /// comes from the past, so it is logged in expiry order and gets no protection as the
+    /// fresh decision). Returns the entries added.
+    fn store_decision(
+        &self,
+        slot: Slot,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+        expiry: u64,
+        dated: bool,
+        guard: &Writing<'_>,
+    ) -> usize {
+        let Some(&leaf) = seq.last() else {
+            return 0;
+        };
         let holds_none = self.workers.entries(slot) == 0;
         let added = self
             .tree
-            .record(slot, (local, seq), expiry, holds_none, &guard);
+            .record(slot, (local, seq), expiry, holds_none, guard);
         self.workers.adjust_entries(slot, added as i64);
         // Read after the entries are in (not once before): a first capacity set meanwhile
         // logs what it finds in the tree, and a record it did not find logs itself here.
@@ -224,7 +258,7 @@ impl Core {
         }
         self.schedule_timer(slot, leaf, expiry);
         if capped {
-            self.log(slot, (leaf, expiry, Span::Path), dated, &guard);
+            self.log(slot, (leaf, expiry, Span::Path), dated, guard);
             // A decision from the past is evicted in its turn like any older one. Expiries
             // name a worker's decisions (unique per slot) except once saturated at the
             // end of time, where they stop telling the fresh one apart.
@@ -232,11 +266,9 @@ impl Core {
                 expiry,
                 blocks: seq.len(),
             });
-            self.enforce_caps(slot, added, fresh, &guard);
+            self.enforce_caps(slot, added, fresh, guard);
         }
-        self.workers.end_write(slot, WriteKind::Approx);
-        self.help_sweep(now, added);
-        true
+        added
     }
 
     /// A timer for `slot`'s walk from `leaf` at `expiry`, if the index keeps timers.
@@ -351,7 +383,9 @@ impl Core {
             .collect();
         let mut leaves: Vec<(u64, SequenceHash, crate::WorkerWithDpRank, Slot)> = rows
             .iter()
-            .filter(|row| row.expiry != 0 && !continued.contains(&(row.slot, row.seq)))
+            // Pinned blocks are no decision's: their request's release logs them.
+            .filter(|row| row.expiry != 0 && row.expiry != PIN)
+            .filter(|row| !continued.contains(&(row.slot, row.seq)))
             .filter_map(|row| {
                 let key = self.workers.alive(row.slot)?;
                 Some((row.expiry, row.seq, key, row.slot))
@@ -424,6 +458,8 @@ impl Core {
             evictions: self.evictions.sum(),
             rejected_events: self.rejected_events.sum(),
             pending_timers,
+            cache: self.cache_report_totals(),
+            dropped_by_reports: self.dropped_by_reports.sum(),
             estimated_bytes: self.tree.estimated_bytes()
                 + pending_timers * Timers::BYTES_PER_TIMER
                 + logged * std::mem::size_of::<LoggedDecision>()

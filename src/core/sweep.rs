@@ -121,6 +121,7 @@ impl Core {
                 slot_alive: alive,
                 budget: usize::MAX,
                 span: Span::Path,
+                blocks: usize::MAX,
             };
             let walked = self.tree.walk(walk, uncount, &guard);
             freed += walked.removed;

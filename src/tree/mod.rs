@@ -342,6 +342,7 @@ mod tests {
                 slot_alive: true,
                 budget: usize::MAX,
                 span: Span::Path,
+                blocks: usize::MAX,
             };
             let walked = tree.walk(walk, || {}, &guard);
             assert_eq!(walked.removed, if slot == 2 { 4 } else { 2 });

@@ -57,10 +57,12 @@ struct Splitting<'h> {
 
 /// What a walk did at a run (see [`Tree::walk_run`]).
 pub(crate) enum RunWalk {
-    /// The whole run was removed: `removed` entries; go on from `parent` (at `depth`, the
-    /// head's).
+    /// The walk's slot left the whole run (`removed` entries), or only its approximate
+    /// claim on it ended (`removed` 0: the engine stores the run exactly): `blocks` blocks
+    /// settled; go on from `parent` (at `depth`, the head's).
     Removed {
         removed: usize,
+        blocks: usize,
         parent: SequenceHash,
         depth: u32,
     },
@@ -397,7 +399,8 @@ impl Tree {
     }
 
     /// A walk at a run's tail marker: ends the walk's slot's claim on the whole run if
-    /// the walk decides so and its budget allows, else splits the run up (budget too
+    /// the walk decides so and its budget and block limit allow (its approximate claim
+    /// only, if the slot also holds the run exactly), else splits the run up (budget too
     /// small, or the walk covers one block) so the walk goes on block by block. `forget`
     /// is called once per entry removed, with the head's write lock held.
     pub(super) fn walk_run(
@@ -426,17 +429,37 @@ impl Tree {
         let Some(claim) = super::holder::find(&holders, slot).map(|h| h.claim()) else {
             return RunWalk::Stop;
         };
-        if decide(claim) != Settle::Remove {
+        let settle = decide(claim);
+        if settle == Settle::Keep {
             return RunWalk::Stop;
         }
         let len = r.len();
-        if !whole || len > budget {
+        // Clearing an approximate claim removes no entry: only the block limit bounds it.
+        let room = if settle == Settle::Remove {
+            budget.min(walk.blocks)
+        } else {
+            walk.blocks
+        };
+        if !whole || len > room {
             drop(entry);
             self.split(head, run, guard);
             return RunWalk::Again;
         }
         let others = holders.len() > 1;
         let (parent, depth) = (entry.get().parent(), entry.get().depth());
+        if settle == Settle::ClearApprox {
+            let mut entry = entry;
+            let outcome = self.reshape(entry.get_mut(), guard, |n| {
+                n.settle(slot, |_| Settle::ClearApprox, guard)
+            });
+            debug_assert_eq!(outcome, Outcome::Cleared);
+            return RunWalk::Removed {
+                removed: 0,
+                blocks: len,
+                parent,
+                depth,
+            };
+        }
         for _ in 0..len {
             forget();
         }
@@ -452,6 +475,7 @@ impl Tree {
         }
         RunWalk::Removed {
             removed: len,
+            blocks: len,
             parent,
             depth,
         }

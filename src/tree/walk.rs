@@ -38,10 +38,14 @@ impl Tree {
             slot_alive,
             budget,
             span,
+            blocks,
         } = walk;
-        let mut removed = 0;
+        let (mut removed, mut settled) = (0, 0);
         let mut key = leaf.0;
         loop {
+            if settled >= blocks {
+                break;
+            }
             if removed >= budget {
                 return Walked {
                     removed,
@@ -59,15 +63,18 @@ impl Tree {
                     drop(entry);
                     let rest = Walk {
                         budget: budget - removed,
+                        blocks: blocks - settled,
                         ..walk
                     };
                     match self.walk_run((head, run, key), rest, &mut forget, guard) {
                         RunWalk::Removed {
                             removed: n,
+                            blocks: b,
                             parent,
                             depth,
                         } => {
                             removed += n;
+                            settled += b;
                             if depth == 0 {
                                 break;
                             }
@@ -97,6 +104,7 @@ impl Tree {
             if matches!(outcome, Outcome::Absent | Outcome::Kept) {
                 break;
             }
+            settled += 1;
             removed += finish_removal(entry, outcome);
             if depth == 0 || span == Span::Block {
                 break;
@@ -200,6 +208,10 @@ pub(crate) struct Walk {
     pub(crate) budget: usize,
     /// The whole path, or the leaf only.
     pub(crate) span: Span,
+    /// The most blocks it settles (entries removed or approximate claims ended): a
+    /// released request's blocks below those still pinned (`core/pins.rs`); `usize::MAX`
+    /// for every other walk.
+    pub(crate) blocks: usize,
 }
 
 impl Walk {

@@ -48,6 +48,7 @@ fn path_walk(leaf: SequenceHash, slot: Slot, threshold: u64, budget: usize) -> W
         slot_alive: true,
         budget,
         span: super::super::Span::Path,
+        blocks: usize::MAX,
     }
 }
 

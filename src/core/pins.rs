@@ -1,0 +1,215 @@
+//! Running requests' blocks, pinned until they finish (`ApproxKvIndexer::begin_request`).
+//!
+//! A pinned block's approximate claim is raised to [`PIN`], the last expiry there is: it
+//! never expires (no TTL reaches it), and no eviction walk removes it (a walk ends claims
+//! at or before its decision's expiry, which is earlier), so caps and capacities evict
+//! around it. A pinned decision pushes no timer and is not logged for eviction.
+//!
+//! Pins are counted per (slot, block): requests sharing a prefix on one worker each pin
+//! it. Every request pins a whole path from the root, so the pinned blocks of a worker are
+//! closed under prefixes and counts never grow with depth along a path: a request's
+//! blocks whose count falls to zero when it is released are the deepest ones of its path.
+//! Those are taken out by a walk from the request's leaf that settles exactly that many
+//! blocks, and the whole path is recorded again as a decision taken at the release, with a
+//! fresh expiry, a timer and a log entry: released blocks then expire one TTL after the
+//! release, and caps evict them in release order, deepest first.
+//!
+//! A slot's pin operations (pin, release) run under its entry's lock in the table, so a
+//! release's walk never removes a block that another request pinned meanwhile. Entries are
+//! tagged with the slot's generation: a handle of a removed worker changes nothing.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+use crossbeam_epoch as epoch;
+use dashmap::DashMap;
+
+use super::Core;
+use crate::slot::Slot;
+use crate::tree::{HashedQuery, Span, Walk};
+use crate::workers::WriteKind;
+use crate::{LocalBlockHash, SequenceHash, WorkerKey};
+
+/// The approximate claim of a pinned block: later than every decision's expiry (except,
+/// within one TTL of the clock's end, decisions saturated there, which it equals).
+pub(crate) const PIN: u64 = u64::MAX;
+
+/// Pin counts of every slot with running requests.
+#[derive(Default)]
+pub(crate) struct PinTable {
+    slots: DashMap<Slot, SlotPins>,
+}
+
+/// One slot's pins: the registration (generation) they belong to, and each pinned block's
+/// count of running requests.
+#[derive(Default)]
+struct SlotPins {
+    generation: u16,
+    counts: HashMap<SequenceHash, u32>,
+}
+
+/// What a request's begin found and did: the handle keeps it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Begun {
+    pub(crate) slot: Slot,
+    pub(crate) generation: u16,
+    /// The worker's found depth for the prompt just before the decision.
+    pub(crate) predicted: usize,
+    /// The worker's approximate claim on its deepest predicted block just before the
+    /// decision (0: none known): the last time it was used, for the loss rule of
+    /// `reports.rs`.
+    pub(crate) prior: u64,
+}
+
+impl Core {
+    /// Begins a request of `worker` for the prompt (`local`, `seq`): finds the worker's
+    /// depth, reads its claim there, and pins the prompt's blocks. `None`: the registry is
+    /// full (2^32 live registrations), nothing stored.
+    pub(crate) fn begin_request<W: WorkerKey>(
+        &self,
+        worker: W,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+    ) -> Option<Begun> {
+        let slot = self.workers.resolve(worker)?;
+        let predicted = self.depth_of(worker, HashedQuery::Seq(seq));
+        let prior = self.claim_before(slot, &seq[..predicted]);
+        let generation = self.workers.generation(slot);
+        if !seq.is_empty() {
+            self.records.add(1);
+        }
+        self.pin(slot, generation, (local, seq), 0);
+        Some(Begun {
+            slot,
+            generation,
+            predicted,
+            prior,
+        })
+    }
+
+    /// How many leading blocks of `query` `worker` holds now.
+    pub(crate) fn depth_of<W: WorkerKey>(&self, worker: W, query: HashedQuery<'_>) -> usize {
+        let mut depth = 0;
+        let guard = epoch::pin();
+        let now = self.read_time(self.now());
+        let mut sink = |w: W, score: u32| {
+            if w == worker {
+                depth = score as usize;
+            }
+        };
+        self.tree
+            .find_into(query, now, &*self.workers, &guard, &mut sink);
+        depth
+    }
+
+    /// `slot`'s approximate claim on the last block of `held` (blocks it holds): read at
+    /// the nearest key at or above it, since the blocks inside a run, which have no key,
+    /// share their run's claims. 0 if none is found.
+    fn claim_before(&self, slot: Slot, held: &[SequenceHash]) -> u64 {
+        let guard = epoch::pin();
+        held.iter()
+            .rev()
+            .find_map(|&seq| self.tree.claim_at(seq, slot, &guard))
+            .flatten()
+            .map_or(0, |c| c.expiry)
+    }
+
+    /// Pins `slot`'s blocks of the path (`local`, `seq`), counting a pin on those from
+    /// `from` on (the ones before are the request's already). Changes nothing if the slot
+    /// is not `generation`'s registration any more. Returns whether it pinned them.
+    pub(crate) fn pin(
+        &self,
+        slot: Slot,
+        generation: u16,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+        from: usize,
+    ) -> bool {
+        if from >= seq.len() {
+            return true;
+        }
+        let mut pins = self.pins.slots.entry(slot).or_default();
+        let guard = self.tree.writing();
+        if !self.workers.begin_write(slot, WriteKind::Approx) {
+            return false; // removed: its handles change nothing
+        }
+        if self.workers.generation(slot) != generation {
+            self.workers.end_write(slot, WriteKind::Approx);
+            return false; // removed, and the slot serves another registration now
+        }
+        if pins.generation != generation {
+            // Left by a removed registration's handles: none of it stands.
+            pins.counts.clear();
+            pins.generation = generation;
+        }
+        for &block in &seq[from..] {
+            *pins.counts.entry(block).or_default() += 1;
+        }
+        let holds_none = self.workers.entries(slot) == 0;
+        let added = self.tree.record(slot, (local, seq), PIN, holds_none, &guard);
+        self.workers.adjust_entries(slot, added as i64);
+        if self.capped() {
+            guard.uncount_dropped();
+            // Pinned entries count toward the caps; the evictions make room around them.
+            self.enforce_caps(slot, added, None, &guard);
+        }
+        self.workers.end_write(slot, WriteKind::Approx);
+        true
+    }
+
+    /// Releases a request's pins on the path (`local`, `seq`) of `slot`: blocks no other
+    /// running request pins are taken out and the whole path is recorded again as a
+    /// decision taken now. Changes nothing if the slot is not `generation`'s registration
+    /// any more.
+    pub(crate) fn release(
+        &self,
+        slot: Slot,
+        generation: u16,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+    ) {
+        let Some(&leaf) = seq.last() else {
+            return;
+        };
+        let Some(mut pins) = self.pins.slots.get_mut(&slot) else {
+            return;
+        };
+        if pins.generation != generation {
+            return;
+        }
+        for block in seq {
+            if let Entry::Occupied(mut count) = pins.counts.entry(*block) {
+                *count.get_mut() -= 1;
+                if *count.get() == 0 {
+                    count.remove();
+                }
+            }
+        }
+        let released = seq
+            .iter()
+            .rev()
+            .take_while(|block| !pins.counts.contains_key(block))
+            .count();
+        if released == 0 {
+            return;
+        }
+        let guard = self.tree.writing();
+        if !self.workers.begin_write(slot, WriteKind::Approx) {
+            return;
+        }
+        if self.workers.generation(slot) == generation {
+            let walk = Walk {
+                leaf,
+                slot,
+                threshold: PIN,
+                slot_alive: true,
+                budget: usize::MAX,
+                span: Span::Path,
+                blocks: released,
+            };
+            self.tree
+                .walk(walk, || self.workers.adjust_entries(slot, -1), &guard);
+            let now = self.now();
+            let expiry = self.expiry_for(slot, now, self.ttl_nanos);
+            self.store_decision(slot, (local, seq), expiry, false, &guard);
+        }
+        self.workers.end_write(slot, WriteKind::Approx);
+    }
+}

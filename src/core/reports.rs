@@ -1,0 +1,100 @@
+//! What engines report of each request: how many of its prompt's leading blocks the
+//! worker found cached (`ApproxKvIndexer::observe_cached`), against how many the index
+//! predicted, and the claims a shortfall shows to be gone.
+//!
+//! The loss rule: a worker that delivers fewer blocks than predicted lost the first
+//! block it did not deliver, although the index believed it held it. An engine evicts
+//! least recently used blocks first, so every block the worker last used no later than
+//! that one is gone too. The lost block was used no earlier than the deepest predicted
+//! block (claims never grow with depth along a path: each decision refreshes its whole
+//! path), so the index drops every claim of the worker made no later than its claim on
+//! the deepest predicted block before the request (the handle's `prior`): its decisions
+//! with expiries at or before it, from the worker's decision log, each walked as an
+//! eviction walks it. The request's own blocks are pinned, later than any of those, so a
+//! report never drops them. If another running request had pinned the deepest predicted
+//! block, only a restart explains the loss: every unpinned claim of the worker goes.
+
+use dashmap::DashMap;
+
+use super::pins::PIN;
+use super::Core;
+use crate::slot::Slot;
+use crate::stats::CacheReport;
+use crate::WorkerKey;
+
+/// Reports per slot, tagged with the registration they belong to.
+#[derive(Default)]
+pub(crate) struct ReportTable {
+    slots: DashMap<Slot, (u16, CacheReport)>,
+}
+
+impl Core {
+    /// Takes a report that a request of `slot` (registration `generation`), predicted to
+    /// find `predicted` blocks cached, found `delivered`; `prior` is the handle's claim
+    /// before the request (see the module). Returns the entries the loss rule dropped, or
+    /// `None` (nothing taken) if the slot is not that registration's any more.
+    pub(crate) fn report_cached(
+        &self,
+        (slot, generation): (Slot, u16),
+        predicted: usize,
+        delivered: usize,
+        prior: u64,
+    ) -> Option<usize> {
+        if self.workers.generation(slot) != generation || !self.workers.is_alive(slot) {
+            return None;
+        }
+        {
+            let mut entry = self.reports.slots.entry(slot).or_default();
+            if entry.0 != generation {
+                *entry = (generation, CacheReport::default());
+            }
+            let report = &mut entry.1;
+            report.reports += 1;
+            report.predicted_blocks += predicted as u64;
+            report.delivered_blocks += delivered as u64;
+        }
+        if delivered >= predicted || prior == 0 {
+            return Some(0);
+        }
+        // A block another running request pinned was lost: the worker restarted.
+        let bound = if prior == PIN { PIN - 1 } else { prior };
+        Some(self.drop_claims_until(slot, bound))
+    }
+
+    /// Drops `slot`'s approximate claims made by decisions expiring at or before `bound`
+    /// (pinned ones stay). Starts slot logs first if none are kept.
+    fn drop_claims_until(&self, slot: Slot, bound: u64) -> usize {
+        if self.workers.start_slot_logs() {
+            self.log_what_is_held();
+        }
+        let guard = self.tree.writing();
+        guard.uncount_dropped();
+        let dropped = self.evictor(&guard).evict_until(slot, bound);
+        self.dropped_by_reports.add(dropped as u64);
+        dropped
+    }
+
+    /// Every live registration's reports, by worker key.
+    pub(crate) fn cache_reports<W: WorkerKey>(&self) -> Vec<(W, CacheReport)> {
+        let mut rows: Vec<(W, CacheReport)> = self
+            .reports
+            .slots
+            .iter()
+            .filter(|e| self.workers.generation(*e.key()) == e.value().0)
+            .filter_map(|e| Some((self.workers.alive::<W>(*e.key())?, e.value().1)))
+            .collect();
+        rows.sort_unstable_by_key(|r| r.0);
+        rows
+    }
+
+    /// All live registrations' reports summed.
+    pub(crate) fn cache_report_totals(&self) -> CacheReport {
+        self.cache_reports::<crate::WorkerWithDpRank>()
+            .into_iter()
+            .fold(CacheReport::default(), |sum, (_, r)| CacheReport {
+                reports: sum.reports + r.reports,
+                predicted_blocks: sum.predicted_blocks + r.predicted_blocks,
+                delivered_blocks: sum.delivered_blocks + r.delivered_blocks,
+            })
+    }
+}
