@@ -144,7 +144,9 @@ impl Core {
             *pins.counts.entry(block).or_default() += 1;
         }
         let holds_none = self.workers.entries(slot) == 0;
-        let added = self.tree.record(slot, (local, seq), PIN, holds_none, &guard);
+        let added = self
+            .tree
+            .record(slot, (local, seq), PIN, holds_none, &guard);
         self.workers.adjust_entries(slot, added as i64);
         if self.capped() {
             guard.uncount_dropped();

@@ -1,0 +1,294 @@
+//! Pinned blocks: what a running request holds, and what its release leaves.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+use crate::support::index::{capped_on, index_with, manual_index, ranked_index, tokens};
+
+const TTL: Duration = Duration::from_secs(60);
+
+fn score<W: WorkerKey>(index: &ApproxKvIndexer<W>, prompt: &[u32], worker: W) -> u32 {
+    let found = index.find(Query::tokens(prompt));
+    found.scores.get(&worker).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_running_request_never_expires_and_its_release_starts_one_ttl() {
+    let (index, clock) = manual_index(2, TTL);
+    let prompt = tokens(0, 8); // 4 blocks
+    let request = index.begin_request(1, &prompt);
+    assert_eq!((request.predicted_blocks(), request.blocks()), (0, 4));
+    assert_eq!(request.worker(), 1);
+    clock.advance(TTL * 10);
+    index.sweep_expired();
+    assert_eq!(score(&index, &prompt, 1), 4, "pinned: no TTL reaches it");
+    index.finish_request(request);
+    assert_eq!(
+        score(&index, &prompt, 1),
+        4,
+        "released: cached for one more TTL"
+    );
+    clock.advance(TTL - Duration::from_nanos(1));
+    assert_eq!(score(&index, &prompt, 1), 4);
+    clock.advance(Duration::from_nanos(1));
+    assert_eq!(score(&index, &prompt, 1), 0);
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 0, "the release's timer frees them");
+}
+
+#[test]
+fn dropping_the_handle_releases_as_finishing_does() {
+    let (index, clock) = manual_index(1, TTL);
+    {
+        let _request = index.begin_request(1, &[1, 2, 3]);
+        clock.advance(TTL * 2);
+        assert_eq!(score(&index, &[1, 2, 3], 1), 3);
+    }
+    clock.advance(TTL);
+    assert_eq!(score(&index, &[1, 2, 3], 1), 0);
+}
+
+#[test]
+fn predicted_blocks_is_the_depth_before_the_decision() {
+    let (index, _clock) = manual_index(1, TTL);
+    index.record(5, Query::tokens(&[1, 2])).unwrap();
+    index.record(6, Query::tokens(&[1, 2, 3])).unwrap();
+    let request = index.begin_request(5, &[1, 2, 3, 4]);
+    assert_eq!(request.predicted_blocks(), 2);
+    assert_eq!(score(&index, &[1, 2, 3, 4], 5), 4, "recorded by the begin");
+    let again = index.begin_request(
+        5,
+        Query::blocks(&compute_block_hash_for_seq(&[1, 2, 3, 4], 1)),
+    );
+    assert_eq!(again.predicted_blocks(), 4, "the first request's blocks");
+}
+
+#[test]
+fn caps_and_capacities_evict_around_pinned_blocks() {
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(&clock, TTL, Some(4), None);
+    let running = index.begin_request(1, &tokens(0, 3));
+    for start in [100, 200, 300] {
+        clock.advance(Duration::from_micros(1));
+        index.record(1, Query::tokens(&tokens(start, 1))).unwrap();
+    }
+    assert_eq!(score(&index, &tokens(0, 3), 1), 3, "the oldest, but pinned");
+    assert_eq!(score(&index, &tokens(300, 1), 1), 1);
+    assert_eq!(
+        score(&index, &tokens(100, 1), 1) + score(&index, &tokens(200, 1), 1),
+        0
+    );
+    assert_eq!(index.worker_entries(1), 4);
+    // A capacity lowered below the pinned blocks evicts all else and keeps them.
+    index.set_worker_capacity(1, Some(1));
+    assert_eq!(score(&index, &tokens(0, 3), 1), 3);
+    assert_eq!(index.worker_entries(1), 3);
+    index.finish_request(running);
+    assert_eq!(
+        score(&index, &tokens(0, 3), 1),
+        1,
+        "released: evicted deepest first"
+    );
+    index.set_worker_capacity(1, Some(3));
+    assert_eq!(
+        score(&index, &tokens(0, 3), 1),
+        1,
+        "a higher capacity brings nothing back"
+    );
+}
+
+#[test]
+fn released_blocks_go_least_recently_released_first() {
+    let (index, clock) = index_with(TTL, None, None);
+    index.set_worker_capacity(1, Some(100));
+    let first = index.begin_request(1, &tokens(0, 2));
+    clock.advance(Duration::from_micros(1));
+    let second = index.begin_request(1, &tokens(100, 2));
+    clock.advance(Duration::from_micros(1));
+    // Begun first, released last: it is the more recent.
+    index.finish_request(second);
+    clock.advance(Duration::from_micros(1));
+    index.finish_request(first);
+    index.set_worker_capacity(1, Some(2));
+    assert_eq!(score(&index, &tokens(0, 2), 1), 2);
+    assert_eq!(score(&index, &tokens(100, 2), 1), 0);
+}
+
+#[test]
+fn a_shared_prefix_stays_pinned_while_any_request_runs() {
+    let (index, clock) = index_with(TTL, None, None);
+    let long = index.begin_request(1, &tokens(0, 6));
+    let short = index.begin_request(1, &tokens(0, 3));
+    index.finish_request(long);
+    index.set_worker_capacity(1, Some(1));
+    assert_eq!(
+        score(&index, &tokens(0, 6), 1),
+        3,
+        "the short request's blocks stay"
+    );
+    clock.advance(TTL * 3);
+    assert_eq!(score(&index, &tokens(0, 6), 1), 3);
+    index.finish_request(short);
+    assert_eq!(
+        score(&index, &tokens(0, 6), 1),
+        1,
+        "capacity 1: deepest first"
+    );
+    assert_eq!(index.worker_entries(1), 1);
+}
+
+#[test]
+fn output_blocks_join_the_request_pinned() {
+    let (index, clock) = manual_index(2, TTL);
+    let prompt = tokens(0, 4);
+    let request = index.begin_request(1, &prompt);
+    let mut so_far = prompt.clone();
+    so_far.extend(tokens(50, 5)); // 9 tokens: 4 full blocks
+    assert_eq!(index.request_output(&request, &so_far), 2);
+    assert_eq!(index.request_output(&request, &so_far), 0, "nothing new");
+    assert_eq!(
+        index.request_output(&request, &tokens(7, 12)),
+        0,
+        "not its prompt"
+    );
+    assert_eq!(request.blocks(), 4);
+    clock.advance(TTL * 2);
+    assert_eq!(score(&index, &so_far, 1), 4);
+    drop(request);
+    clock.advance(TTL);
+    assert_eq!(score(&index, &so_far, 1), 0);
+}
+
+#[test]
+fn a_removed_workers_handle_changes_nothing() {
+    let (index, clock) = manual_index(1, TTL);
+    let request = index.begin_request(1, &[1, 2, 3]);
+    index.remove_worker(1);
+    index.sweep_expired();
+    assert_eq!(index.request_output(&request, &[1, 2, 3, 4]), 0);
+    assert!(!index.observe_cached(&request, 2));
+    // The worker comes back: the old handle neither pins nor releases its new blocks.
+    let fresh = index.begin_request(1, &[1, 2, 3]);
+    assert_eq!(fresh.predicted_blocks(), 0);
+    index.finish_request(request);
+    clock.advance(TTL * 2);
+    assert_eq!(
+        score(&index, &[1, 2, 3], 1),
+        3,
+        "still pinned by the new request"
+    );
+    drop(fresh);
+    assert_eq!(index.stats().entries, 3);
+}
+
+#[test]
+fn another_indexs_handle_and_an_inert_one_change_nothing() {
+    let (index, clock) = manual_index(1, TTL);
+    let (other, _) = manual_index(1, TTL);
+    let foreign = other.begin_request(1, &[1, 2]);
+    assert_eq!(index.request_output(&foreign, &[1, 2, 3]), 0);
+    assert!(!index.observe_cached(&foreign, 1));
+    index.finish_request(foreign); // released in its own index
+    assert_eq!(index.stats().entries, 0);
+
+    let seq = compute_seq_hashes(&compute_block_hash_for_seq(&[1, 2], 1));
+    index.record(1, Query::tokens(&[1, 2])).unwrap();
+    let inert = index.begin_request(1, Query::sequence(&seq));
+    assert_eq!((inert.predicted_blocks(), inert.blocks()), (2, 0));
+    assert!(!index.observe_cached(&inert, 2));
+    drop(inert);
+    clock.advance(TTL);
+    assert_eq!(score(&index, &[1, 2], 1), 0, "nothing was pinned");
+
+    let outlived = {
+        let (gone, _) = manual_index(1, TTL);
+        gone.begin_request(1, &[1])
+    };
+    drop(outlived); // its index is gone: nothing to release, no panic
+}
+
+#[test]
+fn ranks_are_pinned_apart() {
+    let (index, clock) = ranked_index(1, TTL);
+    let rank = |r| WorkerWithDpRank::new(3, r);
+    let running = index.begin_request(rank(1), &[1, 2]);
+    index.record(rank(0), Query::tokens(&[1, 2])).unwrap();
+    clock.advance(TTL);
+    assert_eq!(score(&index, &[1, 2], rank(1)), 2);
+    assert_eq!(score(&index, &[1, 2], rank(0)), 0);
+    index.finish_request(running);
+}
+
+#[test]
+fn many_threads_pin_and_release_one_prefix() {
+    let clock = Arc::new(ManualClock::new());
+    let index = Arc::new(capped_on(&clock, TTL, Some(64), None));
+    let threads = 8;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads as u32)
+        .map(|t| {
+            let (index, barrier) = (Arc::clone(&index), Arc::clone(&barrier));
+            thread::spawn(move || {
+                barrier.wait();
+                for round in 0..200u32 {
+                    let mut prompt = tokens(0, 8);
+                    prompt.extend(tokens(1000 * (t + 1) + round % 7, 3));
+                    let request = index.begin_request(1, &prompt);
+                    index
+                        .record(1, Query::tokens(&tokens(50_000 + t * 1000 + round, 4)))
+                        .unwrap();
+                    assert_eq!(score(&index, &prompt, 1), prompt.len() as u32);
+                    index.finish_request(request);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    // Everything released: the cap holds again once the next decision enforces it.
+    index.record(1, Query::tokens(&tokens(90_000, 1))).unwrap();
+    assert!(index.worker_entries(1) <= 64, "{}", index.worker_entries(1));
+    // Capped decisions get unique expiries, a nanosecond apart: a little past one TTL.
+    clock.advance(TTL + Duration::from_millis(1));
+    index.sweep_expired();
+    let left: Vec<_> = index
+        .snapshot()
+        .entries
+        .iter()
+        .map(|e| (e.depth, e.ttl_left))
+        .collect();
+    assert_eq!(index.stats().entries, 0, "no pin left behind: {left:?}");
+}
+
+#[test]
+fn a_release_ends_the_pin_on_blocks_the_engine_stores_exactly() {
+    let (index, clock) = manual_index(1, TTL);
+    let prompt = tokens(0, 5);
+    // The engine stores the first three blocks (one run, held exactly); the request
+    // pins all five.
+    let event = crate::support::events::stored_ours(1, &prompt[..3], 1, None);
+    index.apply_event(&event);
+    let request = index.begin_request(1, &prompt);
+    index.finish_request(request);
+    clock.advance(TTL + Duration::from_millis(1));
+    index.sweep_expired();
+    assert_eq!(
+        score(&index, &prompt, 1),
+        3,
+        "the exact blocks stay, the rest expired"
+    );
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.entries.len(), 3);
+    assert!(
+        snapshot
+            .entries
+            .iter()
+            .all(|e| e.exact && e.ttl_left.is_zero()),
+        "no approximate claim (a pin) left: {:?}",
+        snapshot.entries
+    );
+}

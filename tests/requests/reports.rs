@@ -1,0 +1,114 @@
+//! Engines' reports of cached prompt tokens, against the index's predictions.
+
+use std::time::Duration;
+
+use approx_kv_index::*;
+
+use crate::support::index::{index_with, manual_index, tokens};
+
+const TTL: Duration = Duration::from_secs(60);
+
+fn score(index: &ApproxKvIndexer, prompt: &[u32], worker: u64) -> u32 {
+    let found = index.find(Query::tokens(prompt));
+    found.scores.get(&worker).copied().unwrap_or(0)
+}
+
+#[test]
+fn reports_sum_predicted_and_delivered_per_worker() {
+    let (index, _clock) = manual_index(4, TTL);
+    index.record(1, Query::tokens(&tokens(0, 16))).unwrap();
+    let a = index.begin_request(1, &tokens(0, 16)); // predicts 4
+    let b = index.begin_request(2, &tokens(0, 16)); // predicts 0
+    assert!(index.observe_cached(&a, 16));
+    assert!(index.observe_cached(&b, 7)); // 1 full block
+    let reports = index.cache_reports();
+    assert_eq!(reports.len(), 2);
+    let (w, r) = reports[0];
+    assert_eq!(
+        (w, r.reports, r.predicted_blocks, r.delivered_blocks),
+        (1, 1, 4, 4)
+    );
+    let (w, r) = reports[1];
+    assert_eq!(
+        (w, r.reports, r.predicted_blocks, r.delivered_blocks),
+        (2, 1, 0, 1)
+    );
+    let total = index.stats().cache;
+    assert_eq!(
+        (
+            total.reports,
+            total.predicted_blocks,
+            total.delivered_blocks
+        ),
+        (2, 4, 5)
+    );
+    index.remove_worker(2);
+    assert_eq!(
+        index.cache_reports().len(),
+        1,
+        "a removed worker's reports go"
+    );
+}
+
+#[test]
+fn a_shortfall_drops_older_claims_and_never_the_requests_own() {
+    let (index, clock) = index_with(TTL, None, None);
+    index.record(1, Query::tokens(&tokens(100, 3))).unwrap(); // used first
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(0, 4))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(200, 2))).unwrap(); // used after
+    let request = index.begin_request(1, &tokens(0, 6));
+    assert_eq!(request.predicted_blocks(), 4);
+    assert!(index.observe_cached(&request, 2));
+    assert_eq!(score(&index, &tokens(100, 3), 1), 0, "used no later: gone");
+    assert_eq!(score(&index, &tokens(200, 2), 1), 2, "used later: kept");
+    assert_eq!(score(&index, &tokens(0, 6), 1), 6, "its own blocks stay");
+    assert_eq!(index.stats().dropped_by_reports, 3);
+    let r = index.cache_reports()[0].1;
+    assert_eq!((r.predicted_blocks, r.delivered_blocks), (4, 2));
+}
+
+#[test]
+fn a_report_that_meets_the_prediction_drops_nothing() {
+    let (index, _clock) = index_with(TTL, None, None);
+    index.record(1, Query::tokens(&tokens(100, 3))).unwrap();
+    index.record(1, Query::tokens(&tokens(0, 2))).unwrap();
+    let request = index.begin_request(1, &tokens(0, 3));
+    assert!(index.observe_cached(&request, 3)); // more than predicted: fine
+    assert_eq!(score(&index, &tokens(100, 3), 1), 3);
+    assert_eq!(index.stats().dropped_by_reports, 0);
+}
+
+#[test]
+fn a_lost_block_another_request_pinned_means_a_restart() {
+    let (index, _clock) = index_with(TTL, None, None);
+    index.record(1, Query::tokens(&tokens(100, 3))).unwrap();
+    let running = index.begin_request(1, &tokens(0, 2));
+    let request = index.begin_request(1, &tokens(0, 3));
+    assert_eq!(request.predicted_blocks(), 2);
+    assert!(index.observe_cached(&request, 0));
+    assert_eq!(
+        score(&index, &tokens(100, 3), 1),
+        0,
+        "every unpinned claim goes"
+    );
+    assert_eq!(score(&index, &tokens(0, 3), 1), 3, "pinned ones stay");
+    drop(running);
+}
+
+#[test]
+fn bad_reports_are_refused_without_change() {
+    let (index, _clock) = manual_index(2, TTL);
+    index.record(1, Query::tokens(&tokens(0, 4))).unwrap();
+    let request = index.begin_request(1, &tokens(0, 5));
+    assert!(
+        !index.observe_cached(&request, 6),
+        "beyond the prompt's 5 tokens"
+    );
+    assert!(!index.observe_cached(&request, usize::MAX));
+    assert!(index.observe_cached(&request, 5));
+    assert!(!index.observe_cached(&request, 0), "a second report");
+    assert_eq!(index.cache_reports()[0].1.reports, 1);
+    assert_eq!(score(&index, &tokens(0, 4), 1), 2);
+}
