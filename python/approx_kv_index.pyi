@@ -83,9 +83,36 @@ class ApproxKvIndexer:
         """Applies events in order (an iterable of events, or JSON text of a list); if
         one is malformed, raises and applies none."""
 
+    def begin_request(
+        self,
+        tokens: Tokens,
+        worker: int,
+        dp_rank: int | None = None,
+        lora: str | None = None,
+    ) -> RequestHandle:
+        """Records the decision, as ``record``, and pins the prompt's full blocks on the
+        worker until the handle is finished (or garbage-collected). ``(worker, tokens)``
+        reads the same."""
+
+    def request_output(self, handle: RequestHandle, tokens: Tokens) -> int:
+        """Prompt and output so far: the new full blocks join the request, pinned.
+        Returns how many joined."""
+
+    def observe_cached(self, handle: RequestHandle, cached_tokens: int) -> bool:
+        """The engine's count of the prompt's leading tokens found cached, once per
+        request; fewer blocks than predicted drop the worker's older claims (never the
+        request's own). Returns whether it was taken."""
+
+    def finish_request(self, handle: RequestHandle) -> None:
+        """Releases the request's blocks: they stay cached one TTL from now."""
+
+    def cache_reports(self) -> dict[tuple[int, int], dict[str, int]]:
+        """Per (worker, dp_rank): reports, predicted_blocks, delivered_blocks."""
+
     def stats(self) -> dict[str, int]:
         """entries, nodes, workers, records, finds, expirations, caller_expirations,
-        evictions, rejected_events, pending_timers, estimated_bytes."""
+        evictions, rejected_events, pending_timers, estimated_bytes, cache_reports,
+        predicted_blocks, delivered_blocks, dropped_by_reports."""
 
     def snapshot(self) -> bytes:
         """The live state with each entry's remaining TTL (versioned, checksummed)."""
@@ -93,6 +120,22 @@ class ApproxKvIndexer:
     def restore(self, data: _Buffer) -> None:
         """Load a ``snapshot()``; ``ValueError`` if it is not one, is corrupt, or has
         another block size."""
+
+class RequestHandle:
+    """A request running on a worker, from ``ApproxKvIndexer.begin_request``."""
+
+    @property
+    def predicted_blocks(self) -> int:
+        """The worker's found depth for the prompt just before the request."""
+    @property
+    def blocks(self) -> int:
+        """The request's pinned blocks (prompt and output); 0 once finished."""
+    @property
+    def worker(self) -> int: ...
+    @property
+    def dp_rank(self) -> int: ...
+    @property
+    def finished(self) -> bool: ...
 
 def compute_block_hashes(
     tokens: Tokens,

@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::args::{capacity, positive_seconds, u32_arg, u64_arg};
 use crate::hashing::block_size_arg;
+use crate::requests::PyRequestHandle;
 use crate::scores::{by_rank, by_worker};
 use crate::tokens::tokens;
 
@@ -223,13 +224,64 @@ impl PyIndexer {
         Ok(())
     }
 
+    /// Begins a request: records that `worker` (rank `dp_rank`) was chosen for `tokens`, as
+    /// `record` does, and pins the prompt's full blocks there until the returned handle is
+    /// finished (or garbage-collected). `handle.predicted_blocks`: the worker's found depth
+    /// for the prompt just before. Arguments as `record` takes them; `(worker, tokens)`
+    /// reads the same.
+    #[pyo3(signature = (tokens, worker, dp_rank=None, lora=None))]
+    fn begin_request(
+        &self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        worker: &Bound<'_, PyAny>,
+        dp_rank: Option<&Bound<'_, PyAny>>,
+        lora: Option<&str>,
+    ) -> PyResult<PyRequestHandle> {
+        self.begin_request_impl(py, tokens, worker, dp_rank, lora)
+    }
+
+    /// Adds a running request's output: `tokens` is its prompt and the output so far; its
+    /// new full blocks join it, pinned. Returns how many joined.
+    fn request_output(
+        &self,
+        py: Python<'_>,
+        handle: &PyRequestHandle,
+        tokens: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        self.request_output_impl(py, handle, tokens)
+    }
+
+    /// Takes the engine's count of the request's leading prompt tokens found cached, once
+    /// per request; returns whether it was taken.
+    fn observe_cached(
+        &self,
+        py: Python<'_>,
+        handle: &PyRequestHandle,
+        cached_tokens: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        self.observe_cached_impl(py, handle, cached_tokens)
+    }
+
+    /// Finishes a request: its blocks are released and stay cached one TTL from now.
+    fn finish_request(&self, py: Python<'_>, handle: &PyRequestHandle) {
+        self.finish_request_impl(py, handle);
+    }
+
+    /// Each registered (worker, dp_rank)'s reports of cached tokens: a dict from the pair
+    /// to a dict of ints `reports`, `predicted_blocks`, `delivered_blocks`.
+    fn cache_reports(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        self.cache_reports_impl(py)
+    }
+
     /// Sizes and counters, as a dict of ints: entries, nodes, workers, records, finds,
     /// expirations, caller_expirations, evictions, rejected_events, pending_timers,
-    /// estimated_bytes. Approximate while other threads call the index.
+    /// estimated_bytes, cache_reports, predicted_blocks, delivered_blocks,
+    /// dropped_by_reports. Approximate while other threads call the index.
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         let s = py.detach(|| self.index.stats());
         let dict = PyDict::new(py);
-        let counts: [(&str, u64); 11] = [
+        let counts: [(&str, u64); 15] = [
             ("entries", s.entries as u64),
             ("nodes", s.nodes as u64),
             ("workers", s.workers as u64),
@@ -241,6 +293,10 @@ impl PyIndexer {
             ("rejected_events", s.rejected_events),
             ("pending_timers", s.pending_timers as u64),
             ("estimated_bytes", s.estimated_bytes as u64),
+            ("cache_reports", s.cache.reports),
+            ("predicted_blocks", s.cache.predicted_blocks),
+            ("delivered_blocks", s.cache.delivered_blocks),
+            ("dropped_by_reports", s.dropped_by_reports),
         ];
         for (name, value) in counts {
             dict.set_item(name, value)?;
@@ -300,6 +356,11 @@ fn key(
 }
 
 impl PyIndexer {
+    /// The Rust index.
+    pub(crate) fn index(&self) -> &Index {
+        &self.index
+    }
+
     /// Reads `tokens`, then finds without the GIL.
     fn scores(
         &self,

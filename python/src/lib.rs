@@ -10,6 +10,7 @@ mod args;
 mod events;
 mod hashing;
 mod indexer;
+mod requests;
 mod scores;
 mod tokens;
 
@@ -20,6 +21,7 @@ use pyo3::prelude::*;
 #[pymodule(name = "approx_kv_index")]
 fn approx_kv_index_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<indexer::PyIndexer>()?;
+    m.add_class::<requests::PyRequestHandle>()?;
     m.add_function(wrap_pyfunction!(hashing::compute_block_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::compute_seq_hashes, m)?)?;
     Ok(())

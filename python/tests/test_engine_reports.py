@@ -140,3 +140,86 @@ def test_set_worker_capacity_rejects_bad_values(index):
         index.set_worker_capacity(1, "many")
     with pytest.raises(ValueError):
         index.set_worker_capacity(-1, 5)
+
+
+# Request lifecycles and cached-token reports.
+
+
+def test_a_running_request_is_pinned_and_predicts_its_depth(index):
+    index.record(prompt(0, 2), 1)
+    handle = index.begin_request(prompt(0, 3), 1)
+    assert handle.predicted_blocks == 2
+    assert handle.blocks == 3
+    assert (handle.worker, handle.dp_rank, handle.finished) == (1, 0, False)
+    assert index.find(prompt(0, 3)) == {1: 3}
+    index.finish_request(handle)
+    assert handle.finished and handle.blocks == 0
+    index.finish_request(handle)  # a second finish changes nothing
+    assert index.find(prompt(0, 3)) == {1: 3}, "released blocks stay cached one TTL"
+
+
+def test_the_rust_argument_order_reads_the_same(index):
+    handle = index.begin_request(7, prompt(0, 2), dp_rank=1)
+    assert (handle.worker, handle.dp_rank, handle.blocks) == (7, 1, 2)
+    assert index.find_ranks(prompt(0, 2))[0] == {(7, 1): 2}
+
+
+def test_pinned_blocks_outlast_a_capacity():
+    index = ApproxKvIndexer(block_size=BLOCK, ttl=60.0)
+    index.set_worker_capacity(1, 3)
+    running = index.begin_request(prompt(0, 2), 1)
+    index.record(prompt(100, 1), 1)
+    index.record(prompt(200, 1), 1)  # over capacity: the older unpinned decision goes
+    assert index.find(prompt(0, 2)) == {1: 2}
+    assert index.find(prompt(100, 1)) == {}
+    index.finish_request(running)
+
+
+def test_output_blocks_join_the_request(index):
+    handle = index.begin_request(prompt(0, 1), 1)
+    assert index.request_output(handle, prompt(0, 3)) == 2
+    assert index.request_output(handle, prompt(500, 4)) == 0, "not its prompt"
+    assert handle.blocks == 3
+    index.finish_request(handle)
+    assert index.request_output(handle, prompt(0, 4)) == 0, "finished"
+
+
+def test_cached_token_reports_count_and_correct(index):
+    index.record(prompt(100, 2), 1)  # used first
+    index.record(prompt(0, 3), 1)
+    handle = index.begin_request(prompt(0, 4), 1)
+    assert handle.predicted_blocks == 3
+    assert index.observe_cached(handle, BLOCK) is True  # 1 block of 3 delivered
+    assert index.observe_cached(handle, BLOCK) is False, "once per request"
+    assert index.find(prompt(100, 2)) == {}, "an older claim is gone"
+    assert index.find(prompt(0, 4)) == {1: 4}, "the request's own blocks stay"
+    assert index.cache_reports() == {
+        (1, 0): {"reports": 1, "predicted_blocks": 3, "delivered_blocks": 1}
+    }
+    stats = index.stats()
+    assert (stats["cache_reports"], stats["predicted_blocks"], stats["delivered_blocks"]) == (1, 3, 1)
+    assert stats["dropped_by_reports"] == 2
+
+
+def test_bad_reports_are_refused_or_raise(index):
+    handle = index.begin_request(prompt(0, 2), 1)
+    assert index.observe_cached(handle, 2 * BLOCK + 1) is False, "beyond the prompt"
+    with pytest.raises(ValueError):
+        index.observe_cached(handle, -1)
+    with pytest.raises(TypeError):
+        index.observe_cached(handle, "3")
+    with pytest.raises(TypeError):
+        index.request_output(handle, "not tokens")
+    with pytest.raises(TypeError):
+        index.observe_cached("not a handle", 3)
+    assert index.cache_reports() == {}
+
+
+def test_a_garbage_collected_handle_releases(index):
+    import gc
+
+    handle = index.begin_request(prompt(0, 2), 1)
+    del handle
+    gc.collect()
+    index.set_worker_capacity(1, 1)
+    assert index.find(prompt(0, 2)) == {1: 1}, "released: evicted deepest first"

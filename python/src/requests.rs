@@ -1,0 +1,172 @@
+//! Request lifecycles from Python: the `RequestHandle` class, and the bodies of the
+//! index's `begin_request`, `request_output`, `observe_cached`, `finish_request` and
+//! `cache_reports` (declared with the other methods in `indexer.rs`).
+
+use approx_kv_index::{HashSalt, Query, RequestHandle, WorkerWithDpRank};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::args::{u32_arg, u64_arg};
+use crate::indexer::PyIndexer;
+use crate::tokens::tokens;
+
+/// A request running on a worker, from `ApproxKvIndexer.begin_request`: its blocks stay
+/// pinned there (never expired, never evicted) until `finish_request(handle)` or until
+/// the handle is garbage-collected. `predicted_blocks`: the worker's found depth for the
+/// prompt just before the request.
+#[pyclass(frozen, name = "RequestHandle", module = "approx_kv_index")]
+pub(crate) struct PyRequestHandle {
+    /// `None` once finished.
+    handle: std::sync::Mutex<Option<RequestHandle<WorkerWithDpRank>>>,
+    predicted: usize,
+    key: WorkerWithDpRank,
+    salt: HashSalt,
+}
+
+impl PyRequestHandle {
+    /// The handle, `None` once finished (a poisoned lock still holds it).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<RequestHandle<WorkerWithDpRank>>> {
+        self.handle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[pymethods]
+impl PyRequestHandle {
+    /// How many leading blocks of the prompt the index believed the worker held just
+    /// before the request.
+    #[getter]
+    fn predicted_blocks(&self) -> usize {
+        self.predicted
+    }
+
+    /// The request's pinned blocks (prompt and output); 0 once finished.
+    #[getter]
+    fn blocks(&self) -> usize {
+        self.lock().as_ref().map_or(0, RequestHandle::blocks)
+    }
+
+    /// The worker id.
+    #[getter]
+    fn worker(&self) -> u64 {
+        self.key.worker_id
+    }
+
+    /// The data-parallel rank.
+    #[getter]
+    fn dp_rank(&self) -> u32 {
+        self.key.dp_rank
+    }
+
+    /// Whether the request was finished.
+    #[getter]
+    fn finished(&self) -> bool {
+        self.lock().is_none()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RequestHandle(worker={}, dp_rank={}, predicted_blocks={}, blocks={})",
+            self.key.worker_id,
+            self.key.dp_rank,
+            self.predicted,
+            self.blocks()
+        )
+    }
+}
+
+impl PyIndexer {
+    /// The body of `ApproxKvIndexer.begin_request` (`indexer.rs`).
+    pub(crate) fn begin_request_impl(
+        &self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        worker: &Bound<'_, PyAny>,
+        dp_rank: Option<&Bound<'_, PyAny>>,
+        lora: Option<&str>,
+    ) -> PyResult<PyRequestHandle> {
+        // `begin_request(worker, tokens)`, the Rust order, reads the same.
+        let (tokens, worker) = if tokens.is_instance_of::<pyo3::types::PyInt>()
+            && !worker.is_instance_of::<pyo3::types::PyInt>()
+        {
+            (worker, tokens)
+        } else {
+            (tokens, worker)
+        };
+        let rank = match dp_rank.filter(|r| !r.is_none()) {
+            None => 0,
+            Some(r) => u32_arg(r, || "dp_rank".to_owned())?,
+        };
+        let key = WorkerWithDpRank::new(u64_arg(worker, || "worker".to_owned())?, rank);
+        let tokens = self::tokens(tokens)?;
+        let salt = HashSalt::new(lora, None);
+        let handle = py.detach(|| {
+            self.index()
+                .begin_request(key, Query::salted_tokens(&tokens, salt))
+        });
+        Ok(PyRequestHandle {
+            predicted: handle.predicted_blocks(),
+            handle: std::sync::Mutex::new(Some(handle)),
+            key,
+            salt,
+        })
+    }
+
+    /// The body of `ApproxKvIndexer.request_output` (`indexer.rs`).
+    pub(crate) fn request_output_impl(
+        &self,
+        py: Python<'_>,
+        handle: &PyRequestHandle,
+        tokens: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let tokens = self::tokens(tokens)?;
+        let guard = handle.lock();
+        let Some(request) = guard.as_ref() else {
+            return Ok(0);
+        };
+        let salt = handle.salt;
+        Ok(py.detach(|| {
+            self.index()
+                .request_output(request, Query::salted_tokens(&tokens, salt))
+        }))
+    }
+
+    /// The body of `ApproxKvIndexer.observe_cached` (`indexer.rs`).
+    pub(crate) fn observe_cached_impl(
+        &self,
+        py: Python<'_>,
+        handle: &PyRequestHandle,
+        cached_tokens: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let cached =
+            crate::args::uint(cached_tokens, usize::MAX as u64, || "cached_tokens".into())?;
+        let guard = handle.lock();
+        let Some(request) = guard.as_ref() else {
+            return Ok(false);
+        };
+        Ok(py.detach(|| self.index().observe_cached(request, cached as usize)))
+    }
+
+    /// The body of `ApproxKvIndexer.finish_request` (`indexer.rs`).
+    pub(crate) fn finish_request_impl(&self, py: Python<'_>, handle: &PyRequestHandle) {
+        let request = handle.lock().take();
+        if let Some(request) = request {
+            py.detach(|| self.index().finish_request(request));
+        }
+    }
+
+    /// The body of `ApproxKvIndexer.cache_reports` (`indexer.rs`).
+    pub(crate) fn cache_reports_impl(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let reports = py.detach(|| self.index().cache_reports());
+        let dict = PyDict::new(py);
+        for (key, report) in reports {
+            let row = PyDict::new(py);
+            row.set_item("reports", report.reports)?;
+            row.set_item("predicted_blocks", report.predicted_blocks)?;
+            row.set_item("delivered_blocks", report.delivered_blocks)?;
+            dict.set_item((key.worker_id, key.dp_rank), row)?;
+        }
+        Ok(dict.unbind())
+    }
+}
