@@ -120,7 +120,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             Sweeper::spawn(b.tick, move || {
                 shared.sweep_in_batches();
                 #[cfg(feature = "metrics")]
-                crate::stats::publish(&shared.stats());
+                shared.publish_metrics();
             })
         } else {
             Sweeper::none()
@@ -530,12 +530,16 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
 
     /// Publishes [`stats`](Self::stats) as `metrics` gauges (`approx_kv_index_entries`,
     /// `_nodes`, `_workers`, `_pending_timers`, `_estimated_bytes`) and counters
-    /// (`_records_total`, `_finds_total`, `_expirations_total`, `_evictions_total`), so
-    /// they reach Prometheus or any other exporter the application installed. The
+    /// (`_records_total`, `_finds_total`, `_expirations_total`, `_evictions_total`,
+    /// `_cache_reports_total`, `_predicted_blocks_total`, `_delivered_blocks_total`,
+    /// `_dropped_by_reports_total`), and each worker's reports of cached tokens
+    /// ([`cache_reports`](Self::cache_reports)) as counters labelled `worker` and `dp_rank`
+    /// (`approx_kv_index_worker_predicted_blocks_total`, `_worker_delivered_blocks_total`),
+    /// so they reach Prometheus or any other exporter the application installed. The
     /// background sweeper also does this every tick.
     #[cfg(feature = "metrics")]
     pub fn publish_metrics(&self) {
-        crate::stats::publish(&self.stats());
+        self.core.publish_metrics();
     }
 
     /// Reclaims, now and on this thread, every entry whose TTL has passed by the clock's

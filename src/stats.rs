@@ -105,9 +105,10 @@ fn stripe_of_this_thread() -> usize {
     STRIPE.with(|s| *s)
 }
 
-/// Sets the `metrics` gauges and counters from `s` (see `ApproxKvIndexer::publish_metrics`).
+/// Sets the `metrics` gauges and counters from `s` and each worker's cached-token reports,
+/// by (worker id, rank) (see `ApproxKvIndexer::publish_metrics`).
 #[cfg(feature = "metrics")]
-pub(crate) fn publish(s: &IndexStats) {
+pub(crate) fn publish(s: &IndexStats, reports: &[((u64, u32), CacheReport)]) {
     metrics::gauge!("approx_kv_index_entries").set(s.entries as f64);
     metrics::gauge!("approx_kv_index_nodes").set(s.nodes as f64);
     metrics::gauge!("approx_kv_index_workers").set(s.workers as f64);
@@ -119,4 +120,15 @@ pub(crate) fn publish(s: &IndexStats) {
     metrics::counter!("approx_kv_index_caller_expirations_total").absolute(s.caller_expirations);
     metrics::counter!("approx_kv_index_evictions_total").absolute(s.evictions);
     metrics::counter!("approx_kv_index_rejected_events_total").absolute(s.rejected_events);
+    metrics::counter!("approx_kv_index_cache_reports_total").absolute(s.cache.reports);
+    metrics::counter!("approx_kv_index_predicted_blocks_total").absolute(s.cache.predicted_blocks);
+    metrics::counter!("approx_kv_index_delivered_blocks_total").absolute(s.cache.delivered_blocks);
+    metrics::counter!("approx_kv_index_dropped_by_reports_total").absolute(s.dropped_by_reports);
+    for ((worker, rank), r) in reports {
+        let labels = [("worker", worker.to_string()), ("dp_rank", rank.to_string())];
+        metrics::counter!("approx_kv_index_worker_predicted_blocks_total", &labels)
+            .absolute(r.predicted_blocks);
+        metrics::counter!("approx_kv_index_worker_delivered_blocks_total", &labels)
+            .absolute(r.delivered_blocks);
+    }
 }

@@ -68,3 +68,20 @@ fn publish_metrics_reports_the_stats() {
     assert_eq!(seen["approx_kv_index_finds_total"], 1.0);
     assert!(seen["approx_kv_index_estimated_bytes"] > 0.0);
 }
+
+#[test]
+fn publish_metrics_reports_cached_token_reports_per_worker() {
+    let index = ApproxKvIndexer::new(2, Duration::from_secs(60)).unwrap();
+    index.process_routing_decision_for_request(&[1, 2, 3, 4], 1);
+    let request = index.begin_request(1, &[1, 2, 3, 4, 5, 6]);
+    assert!(index.observe_cached(&request, 2));
+    let capture = Capture::default();
+    metrics::with_local_recorder(&capture, || index.publish_metrics());
+    let seen = capture.0.lock().unwrap().clone();
+    assert_eq!(seen["approx_kv_index_cache_reports_total"], 1.0);
+    assert_eq!(seen["approx_kv_index_predicted_blocks_total"], 2.0);
+    assert_eq!(seen["approx_kv_index_delivered_blocks_total"], 1.0);
+    assert_eq!(seen["approx_kv_index_worker_predicted_blocks_total"], 2.0);
+    assert_eq!(seen["approx_kv_index_worker_delivered_blocks_total"], 1.0);
+    assert_eq!(seen["approx_kv_index_dropped_by_reports_total"], 0.0);
+}

@@ -17,14 +17,21 @@ use crate::{Snapshot, SnapshotEntry, SnapshotError, WorkerKey};
 
 impl Core {
     /// Every live entry of a live worker, with its key: parents first (by depth), then by
-    /// worker and block.
+    /// worker and block. A pinned entry's TTL left is the TTL.
     fn live_entries<W: WorkerKey>(&self) -> Vec<(W, LiveEntry)> {
         let guard = epoch::pin();
         let rows = self.tree.live_entries(self.read_at(), &guard);
         // Under the same pin: a slot the tree showed cannot have been recycled yet.
         let mut keyed: Vec<(W, LiveEntry)> = rows
             .into_iter()
-            .filter_map(|row| Some((self.workers.alive::<W>(row.slot)?, row)))
+            .filter_map(|mut row| {
+                if row.expiry == super::PIN {
+                    // A running request's block goes out as a decision taken now: handles
+                    // do not travel with a dump or a snapshot.
+                    row.ttl_left = row.ttl_left.min(self.ttl_nanos);
+                }
+                Some((self.workers.alive::<W>(row.slot)?, row))
+            })
             .collect();
         keyed.sort_unstable_by_key(|(worker, row)| (row.depth, *worker, row.seq));
         keyed

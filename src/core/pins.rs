@@ -128,11 +128,11 @@ impl Core {
         }
         let mut pins = self.pins.slots.entry(slot).or_default();
         let guard = self.tree.writing();
-        if !self.workers.begin_write(slot, WriteKind::Approx) {
+        if !self.workers.begin_write(slot, WriteKind::Pinned) {
             return false; // removed: its handles change nothing
         }
         if self.workers.generation(slot) != generation {
-            self.workers.end_write(slot, WriteKind::Approx);
+            self.workers.end_write(slot, WriteKind::Pinned);
             return false; // removed, and the slot serves another registration now
         }
         if pins.generation != generation {
@@ -153,7 +153,7 @@ impl Core {
             // Pinned entries count toward the caps; the evictions make room around them.
             self.enforce_caps(slot, added, None, &guard);
         }
-        self.workers.end_write(slot, WriteKind::Approx);
+        self.workers.end_write(slot, WriteKind::Pinned);
         true
     }
 
@@ -193,7 +193,7 @@ impl Core {
             return;
         }
         let guard = self.tree.writing();
-        if !self.workers.begin_write(slot, WriteKind::Approx) {
+        if !self.workers.begin_write(slot, WriteKind::Pinned) {
             return;
         }
         if self.workers.generation(slot) == generation {
@@ -212,6 +212,6 @@ impl Core {
             let expiry = self.expiry_for(slot, now, self.ttl_nanos);
             self.store_decision(slot, (local, seq), expiry, false, &guard);
         }
-        self.workers.end_write(slot, WriteKind::Approx);
+        self.workers.end_write(slot, WriteKind::Pinned);
     }
 }

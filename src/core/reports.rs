@@ -97,4 +97,15 @@ impl Core {
                 delivered_blocks: sum.delivered_blocks + r.delivered_blocks,
             })
     }
+
+    /// Publishes the stats and each worker's reports as `metrics` (`stats::publish`).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn publish_metrics(&self) {
+        let reports: Vec<_> = self
+            .cache_reports::<crate::WorkerWithDpRank>()
+            .into_iter()
+            .map(|(key, r)| ((key.worker_id, key.dp_rank), r))
+            .collect();
+        crate::stats::publish(&self.stats(), &reports);
+    }
 }

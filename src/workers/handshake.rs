@@ -17,6 +17,8 @@ pub(crate) enum WriteKind {
     Exact,
     /// Approximate claims only.
     Approx,
+    /// A running request's pinned claims (no timer leads a walk to them either).
+    Pinned,
 }
 
 impl Workers {
@@ -36,6 +38,7 @@ impl Workers {
         // the purge even for entries stored after this look: the writer handshake.
         if self.purge_all_dead
             || info.had_exact.load(Ordering::SeqCst)
+            || info.had_pins.load(Ordering::SeqCst)
             || info.entries.load(Ordering::SeqCst) > 0
         {
             self.queue_purge(slot, info);
@@ -71,7 +74,8 @@ impl Workers {
     }
 
     /// Starts storing entries for `slot` that no timer's walk will lead to if the slot
-    /// dies: exact ones, or any when the registry purges every dead slot (no timers).
+    /// dies: exact ones, pinned ones, or any when the registry purges every dead slot (no
+    /// timers).
     /// Returns false, and the caller must store nothing, if the slot died meanwhile (the
     /// write is then ordered before the removal). Otherwise the caller must call
     /// [`end_write`](Self::end_write) after its stores; a purge of the slot waits for that.
@@ -79,8 +83,8 @@ impl Workers {
     /// and return true at no cost.
     ///
     /// Why no such entry can escape the purge (all SeqCst): the writer sets `had_exact`
-    /// (exact writes), registers as a writer, then reads the state; `kill` writes DEAD,
-    /// then reads `had_exact` (or purges anyway). Either the writer reads DEAD and stores
+    /// (exact writes) or `had_pins` (pinned writes), registers as a writer, then reads the
+    /// state; `kill` writes DEAD, then reads those flags (or purges anyway). Either the writer reads DEAD and stores
     /// nothing, or `kill` queues a purge, which then sees the writer and waits for it.
     pub(crate) fn begin_write(&self, slot: Slot, write: WriteKind) -> bool {
         if write == WriteKind::Approx && !self.purge_all_dead {
@@ -89,8 +93,10 @@ impl Workers {
         let (Some(info), Some(key)) = (self.slots.get(slot), self.slots.key(slot)) else {
             return false;
         };
-        if write == WriteKind::Exact {
-            info.had_exact.store(true, Ordering::SeqCst);
+        match write {
+            WriteKind::Exact => info.had_exact.store(true, Ordering::SeqCst),
+            WriteKind::Pinned => info.had_pins.store(true, Ordering::SeqCst),
+            WriteKind::Approx => {}
         }
         info.writers.fetch_add(1, Ordering::SeqCst);
         if key.state.load(Ordering::SeqCst) & STATE_MASK != ALIVE {
@@ -125,5 +131,32 @@ impl Workers {
     /// Dead slots with exact entries that the sweeper must purge.
     pub(crate) fn take_purges(&self) -> Vec<Slot> {
         std::mem::take(&mut *self.to_purge.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A removal that lands while a pinned write is in flight, before the write has
+    /// counted its entries, still queues the purge: pinned entries have no timer, so
+    /// nothing else would ever free them.
+    #[test]
+    fn a_removal_racing_a_pinned_write_queues_a_purge() {
+        for kind in [WriteKind::Pinned, WriteKind::Exact] {
+            let w = Workers::new(Default::default());
+            let slot = w.resolve(1u64).unwrap();
+            assert!(w.begin_write(slot, kind));
+            assert!(w.remove(1));
+            assert!(w.writes_in_flight(slot), "the purge waits for the writer");
+            w.end_write(slot, kind);
+            assert_eq!(w.take_purges(), vec![slot], "{kind:?}");
+            assert!(!w.begin_write(slot, kind), "a dead slot takes no write");
+        }
+        let w = Workers::new(Default::default());
+        let slot = w.resolve(1u64).unwrap();
+        assert!(w.begin_write(slot, WriteKind::Approx));
+        assert!(w.remove(1));
+        assert!(w.take_purges().is_empty(), "approximate writes have timers");
     }
 }

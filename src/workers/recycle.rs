@@ -64,6 +64,7 @@ impl Workers {
             self.dead.fetch_sub(1, Ordering::Relaxed);
             info.entries.store(0, Ordering::Relaxed);
             info.had_exact.store(false, Ordering::Relaxed);
+            info.had_pins.store(false, Ordering::Relaxed);
             info.log.clear();
             info.engine_hashes.lock().clear();
             info.last_expiry.store(0, Ordering::Relaxed);

@@ -60,6 +60,9 @@ pub(super) struct SlotInfo {
     /// Whether an exact KV event ever stored an entry for this registration: such entries
     /// have no timer, so a dead slot with them needs a purge.
     pub(super) had_exact: AtomicBool,
+    /// Whether a running request pinned entries in this registration (no timer leads a
+    /// walk to pinned entries: a removal must purge them).
+    pub(super) had_pins: AtomicBool,
     /// Queued for a purge: the slot must not be recycled until the purge has run, or the
     /// purge would delete the entries of the slot's next owner.
     pub(super) purge_pending: AtomicBool,

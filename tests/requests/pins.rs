@@ -292,3 +292,94 @@ fn a_release_ends_the_pin_on_blocks_the_engine_stores_exactly() {
         snapshot.entries
     );
 }
+
+#[test]
+fn a_snapshot_or_dump_takes_pinned_blocks_as_decisions_taken_now() {
+    let (index, clock) = manual_index(1, TTL);
+    let _running = index.begin_request(1, &[1, 2, 3]);
+    clock.advance(TTL * 5);
+    let snapshot = index.snapshot();
+    assert_eq!(snapshot.entries.len(), 3);
+    assert!(snapshot
+        .entries
+        .iter()
+        .all(|e| e.ttl_left == TTL && !e.exact));
+    let dump = index.dump_events();
+    assert_eq!(dump.len(), 3);
+    let (restored, restored_clock) = manual_index(1, TTL);
+    restored.restore(&snapshot).unwrap();
+    assert_eq!(score(&restored, &[1, 2, 3], 1), 3);
+    restored_clock.advance(TTL);
+    assert_eq!(score(&restored, &[1, 2, 3], 1), 0, "no pin comes back");
+}
+
+#[test]
+fn a_cleared_event_fences_the_ranks_running_requests() {
+    let (index, clock) = manual_index(1, TTL);
+    let old = index.begin_request(1, &[1, 2, 3]);
+    index.apply_event(&RouterEvent {
+        worker_id: 1,
+        event_id: 1,
+        data: KvCacheEventData::Cleared,
+    });
+    assert_eq!(
+        score(&index, &[1, 2, 3], 1),
+        0,
+        "a restart: every claim goes"
+    );
+    assert_eq!(score(&index, &[1, 2], 1), 0, "a restart: every claim goes");
+    let fresh = index.begin_request(1, &[1, 2]);
+    assert_eq!(fresh.predicted_blocks(), 0);
+    assert_eq!(index.request_output(&old, &[1, 2, 3, 4]), 0);
+    assert!(!index.observe_cached(&old, 3));
+    index.finish_request(old);
+    clock.advance(TTL * 2);
+    assert_eq!(
+        score(&index, &[1, 2, 3], 1),
+        2,
+        "the new request's pins stand"
+    );
+    drop(fresh);
+}
+
+#[test]
+fn pins_racing_removals_leave_nothing_behind() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let index = Arc::new(manual_index(1, TTL).0);
+    let rounds = 3000u64;
+    let current = Arc::new(AtomicU64::new(0));
+    let pinner = {
+        let (index, current) = (Arc::clone(&index), Arc::clone(&current));
+        thread::spawn(move || {
+            let mut handles = Vec::new();
+            for w in 0..rounds {
+                current.store(w, Ordering::SeqCst);
+                handles.push(index.begin_request(w, &[1, 2, 3, 4]));
+            }
+            current.store(rounds, Ordering::SeqCst);
+            handles
+        })
+    };
+    let remover = {
+        let (index, current) = (Arc::clone(&index), Arc::clone(&current));
+        thread::spawn(move || loop {
+            let w = current.load(Ordering::SeqCst);
+            if w >= rounds {
+                break;
+            }
+            index.remove_worker(w);
+        })
+    };
+    remover.join().unwrap();
+    let handles = pinner.join().unwrap();
+    drop(handles); // removed workers' handles release nothing; the others' blocks stay
+    for w in 0..rounds {
+        index.remove_worker(w);
+    }
+    index.sweep_expired();
+    assert_eq!(
+        index.stats().entries,
+        0,
+        "every removed worker's pins purged"
+    );
+}
