@@ -125,7 +125,10 @@ pub(crate) fn publish(s: &IndexStats, reports: &[((u64, u32), CacheReport)]) {
     metrics::counter!("approx_kv_index_delivered_blocks_total").absolute(s.cache.delivered_blocks);
     metrics::counter!("approx_kv_index_dropped_by_reports_total").absolute(s.dropped_by_reports);
     for ((worker, rank), r) in reports {
-        let labels = [("worker", worker.to_string()), ("dp_rank", rank.to_string())];
+        let labels = [
+            ("worker", worker.to_string()),
+            ("dp_rank", rank.to_string()),
+        ];
         metrics::counter!("approx_kv_index_worker_predicted_blocks_total", &labels)
             .absolute(r.predicted_blocks);
         metrics::counter!("approx_kv_index_worker_delivered_blocks_total", &labels)

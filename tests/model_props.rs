@@ -135,6 +135,19 @@ fn garbage_event() -> impl Strategy<Value = Op> {
         })
 }
 
+/// Request lifecycles: begins on prompts like the recorded ones, output, cached-token
+/// reports (some beyond the prompt), finishes; requests are picked by index, modulo
+/// those running.
+fn requests() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => (worker(), tokens()).prop_map(|(worker, tokens)| Op::Begin { worker, tokens }),
+        1 => (any::<usize>(), prop::collection::vec(0u32..3, 0..8))
+            .prop_map(|(request, more)| Op::Output { request, more }),
+        1 => (any::<usize>(), 0usize..24).prop_map(|(request, cached)| Op::Observe { request, cached }),
+        2 => any::<usize>().prop_map(|request| Op::Finish { request }),
+    ]
+}
+
 /// An operation; clock steps are fractions of the TTL, now and then a long leap.
 /// `garbage` adds hashes that do not chain; `exact` adds KV events.
 fn op(block_size: u32, ttl: u64, garbage: bool, exact: bool) -> impl Strategy<Value = Op> {
@@ -173,6 +186,7 @@ fn op_with(
         1 => worker().prop_map(Op::RemoveWorker),
         1 => (worker(), prop_oneof![Just(None), (0usize..6).prop_map(Some)])
             .prop_map(|(worker, capacity)| Op::SetCapacity { worker, capacity }),
+        2 => requests(),
         3 => (0u64..=1500).prop_map(move |permille| Op::Advance(ttl.min(1 << 50) * permille / 1000 + permille % 3)),
         1 => prop_oneof![(0u64..1 << 40), Just(1 << 63), (0u64..1 << 62)].prop_map(Op::Advance),
         2 => Just(Op::Sweep),

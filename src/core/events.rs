@@ -157,7 +157,9 @@ impl Core {
             .collect();
         let (removed, anchors) = self.tree.remove_entries(slot, blocks.into_iter(), &guard);
         self.workers.adjust_entries(slot, -(removed as i64));
-        for anchor in anchors {
+        // A pinned claim's parent is pinned too, and a release unpins what is left of the
+        // request's path: no walk of a decision needs to resume there.
+        for anchor in anchors.into_iter().filter(|a| a.expiry != super::PIN) {
             self.schedule_walk(slot, anchor.leaf, anchor.expiry, Span::Path, &guard);
         }
     }

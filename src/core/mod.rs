@@ -224,7 +224,7 @@ impl Core {
         } else {
             self.expiry_for(slot, now, ttl)
         };
-        let added = self.store_decision(slot, (local, seq), expiry, dated, &guard);
+        let added = self.store_decision(slot, (local, seq), (expiry, dated), 0, &guard);
         self.workers.end_write(slot, WriteKind::Approx);
         self.help_sweep(now, added);
         true
@@ -233,13 +233,14 @@ impl Core {
     /// Stores a decision of `slot` (its write begun) expiring at `expiry`: its entries,
     /// its timer, and with caps its log entry and the evictions it calls for (`dated`: it
     /// comes from the past, so it is logged in expiry order and gets no protection as the
-    /// fresh decision). Returns the entries added.
+    /// fresh decision). `unpinned`: entries a release just made evictable again, which the
+    /// evictions may make room for as for added ones. Returns the entries added.
     fn store_decision(
         &self,
         slot: Slot,
         (local, seq): (&[LocalBlockHash], &[SequenceHash]),
-        expiry: u64,
-        dated: bool,
+        (expiry, dated): (u64, bool),
+        unpinned: usize,
         guard: &Writing<'_>,
     ) -> usize {
         let Some(&leaf) = seq.last() else {
@@ -266,7 +267,7 @@ impl Core {
                 expiry,
                 blocks: seq.len(),
             });
-            self.enforce_caps(slot, added, fresh, guard);
+            self.enforce_caps(slot, added + unpinned, fresh, guard);
         }
         added
     }

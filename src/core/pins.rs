@@ -26,7 +26,7 @@ use dashmap::DashMap;
 
 use super::Core;
 use crate::slot::Slot;
-use crate::tree::{HashedQuery, Span, Walk};
+use crate::tree::{HashedQuery, Span, Walk, Writing};
 use crate::workers::WriteKind;
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
@@ -167,9 +167,9 @@ impl Core {
         generation: u16,
         (local, seq): (&[LocalBlockHash], &[SequenceHash]),
     ) {
-        let Some(&leaf) = seq.last() else {
+        if seq.is_empty() {
             return;
-        };
+        }
         let Some(mut pins) = self.pins.slots.get_mut(&slot) else {
             return;
         };
@@ -197,21 +197,39 @@ impl Core {
             return;
         }
         if self.workers.generation(slot) == generation {
+            self.unpin(slot, seq, released, &guard);
+            let now = self.now();
+            let expiry = self.expiry_for(slot, now, self.ttl_nanos);
+            // The released entries are evictable again: the caps may make room for them
+            // now, as for entries just added.
+            self.store_decision(slot, (local, seq), (expiry, false), released, &guard);
+        }
+        self.workers.end_write(slot, WriteKind::Pinned);
+    }
+
+    /// Takes `slot`'s pins off the deepest `released` blocks of the path `seq`: walks
+    /// from the leaf at threshold [`PIN`], settling exactly those blocks. A block a
+    /// `Removed` event took out meanwhile (or one held exactly with no claim to end)
+    /// stops a walk; the next starts above it.
+    fn unpin(&self, slot: Slot, seq: &[SequenceHash], released: usize, guard: &Writing<'_>) {
+        let lowest = seq.len() - released;
+        let mut top = seq.len(); // seq[lowest..top] are still pinned
+        while top > lowest {
             let walk = Walk {
-                leaf,
+                leaf: seq[top - 1],
                 slot,
                 threshold: PIN,
                 slot_alive: true,
                 budget: usize::MAX,
                 span: Span::Path,
-                blocks: released,
+                blocks: top - lowest,
             };
-            self.tree
-                .walk(walk, || self.workers.adjust_entries(slot, -1), &guard);
-            let now = self.now();
-            let expiry = self.expiry_for(slot, now, self.ttl_nanos);
-            self.store_decision(slot, (local, seq), expiry, false, &guard);
+            let walked = self
+                .tree
+                .walk(walk, || self.workers.adjust_entries(slot, -1), guard);
+            // The walk settled seq[top - settled..top], and stopped at the block below.
+            top -= walked.settled;
+            top = top.saturating_sub(1).max(lowest);
         }
-        self.workers.end_write(slot, WriteKind::Pinned);
     }
 }

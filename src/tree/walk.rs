@@ -49,6 +49,7 @@ impl Tree {
             if removed >= budget {
                 return Walked {
                     removed,
+                    settled,
                     resume: Some(SequenceHash(key)),
                 };
             }
@@ -113,6 +114,7 @@ impl Tree {
         }
         Walked {
             removed,
+            settled,
             resume: None,
         }
     }
@@ -237,6 +239,9 @@ pub(crate) enum Span {
 pub(crate) struct Walked {
     /// Entries removed.
     pub(crate) removed: usize,
+    /// Blocks settled: entries removed, and approximate claims ended on blocks held
+    /// exactly too. They are the walk's path from its leaf up, in order.
+    pub(crate) settled: usize,
     /// Where the walk stopped for lack of budget, if it did.
     pub(crate) resume: Option<SequenceHash>,
 }

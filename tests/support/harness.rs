@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approx_kv_index::{
-    compute_block_hash_for_seq_salted, compute_seq_hashes, ApproxKvIndexer, Clock, HashSalt,
-    KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash,
-    ManualClock, RecordError, RouterEvent, SequenceHash, Snapshot, WorkerId,
+    compute_block_hash_for_seq, compute_block_hash_for_seq_salted, compute_seq_hashes,
+    ApproxKvIndexer, Clock, HashSalt, KvCacheEventData, KvCacheRemoveData, KvCacheStoreData,
+    KvCacheStoredBlockData, LocalBlockHash, ManualClock, RecordError, RequestHandle, RouterEvent,
+    SequenceHash, Snapshot, WorkerId,
 };
 
-use super::model::{chain_next, nanos, Model, SnapshotRows, NEVER};
+use super::model::{chain_next, nanos, Model, ModelRequest, SnapshotRows, NEVER};
 
 /// The clock stops here: past 2^63 ns (a range once found broken), short of the end of
 /// time by more than the offset by which capacity-only indexes order decisions (2^62 ns):
@@ -79,6 +80,15 @@ pub enum Op {
     /// `dump_events()` applied in order to a fresh index on the same clock, which replaces
     /// the old one.
     ReplayDump,
+    /// `begin_request(worker, &tokens)`: the handle is kept.
+    Begin { worker: WorkerId, tokens: Vec<u32> },
+    /// `request_output` of the kept request `request` (modulo their count) with its tokens
+    /// so far and `more` after them.
+    Output { request: usize, more: Vec<u32> },
+    /// `observe_cached` of a kept request, `cached` tokens.
+    Observe { request: usize, cached: usize },
+    /// `finish_request` of a kept request.
+    Finish { request: usize },
 }
 
 /// Salt 0 is none; 1 a LoRA adapter; others a cache namespace.
@@ -146,6 +156,9 @@ pub struct Harness {
     finds: u64,
     events: u64,
     saved: Option<(Snapshot, SnapshotRows)>,
+    /// Running requests: the index's handle, the model's, the tokens so far, and the
+    /// prompt's length in tokens.
+    requests: Vec<(RequestHandle, ModelRequest, Vec<u32>, usize)>,
 }
 
 impl Harness {
@@ -177,6 +190,7 @@ impl Harness {
             finds: 0,
             events: 0,
             saved: None,
+            requests: Vec::new(),
         }
     }
 
@@ -331,6 +345,7 @@ impl Harness {
                 self.index = fresh;
                 self.model = self.model.restored(now);
                 (self.records, self.finds) = (0, 0);
+                self.requests.clear(); // handles do not travel with a snapshot
             }
             Op::ReplayDump => {
                 let fresh = build(&self.settings, &self.clock);
@@ -347,6 +362,7 @@ impl Harness {
                 self.index = fresh;
                 self.model = self.model.replayed(now);
                 (self.records, self.finds) = (0, 0);
+                self.requests.clear();
             }
             Op::SaveSnapshot => {
                 let snapshot = self.index.snapshot();
@@ -390,6 +406,53 @@ impl Harness {
                     assert_eq!(got, want, "snapshot at t={now}");
                 }
                 self.saved = Some((snapshot, want));
+            }
+            Op::Begin { worker, tokens } => {
+                let handle = self.index.begin_request(*worker, tokens);
+                let local = compute_block_hash_for_seq(tokens, block_size);
+                let model = self
+                    .model
+                    .begin(now, *worker, &local, &compute_seq_hashes(&local));
+                assert_eq!(handle.predicted_blocks(), model.predicted, "{op:?}");
+                assert_eq!(handle.blocks(), local.len(), "{op:?}");
+                self.records += u64::from(!local.is_empty());
+                self.requests
+                    .push((handle, model, tokens.clone(), tokens.len()));
+            }
+            Op::Output { request, more } => {
+                if let Some(at) = self.kept(*request) {
+                    let (handle, model, tokens, _) = &mut self.requests[at];
+                    let mut so_far = tokens.clone();
+                    so_far.extend(more);
+                    let local = compute_block_hash_for_seq(&so_far, block_size);
+                    let joined = self.index.request_output(handle, &so_far);
+                    let want = self
+                        .model
+                        .output(model, &local, &compute_seq_hashes(&local));
+                    assert_eq!(joined, want, "{op:?}");
+                    if joined > 0 {
+                        *tokens = so_far;
+                    }
+                }
+            }
+            Op::Observe { request, cached } => {
+                if let Some(at) = self.kept(*request) {
+                    let (handle, model, _, prompt_tokens) = &mut self.requests[at];
+                    let taken = self.index.observe_cached(handle, *cached);
+                    // Counts beyond the prompt (output tokens do not count) are refused.
+                    let want = *cached <= *prompt_tokens
+                        && self
+                            .model
+                            .observe(now, model, *cached / block_size as usize);
+                    assert_eq!(taken, want, "{op:?}");
+                }
+            }
+            Op::Finish { request } => {
+                if let Some(at) = self.kept(*request) {
+                    let (handle, model, ..) = self.requests.swap_remove(at);
+                    self.index.finish_request(handle);
+                    self.model.release(now, model);
+                }
             }
             Op::RestoreSaved => {
                 if let Some((snapshot, rows)) = &self.saved {
@@ -496,10 +559,25 @@ impl Harness {
         if self.settings.background {
             assert!(low <= stats.entries, "{stats:?}: fewer than {low} live");
         } else {
-            let counts = (stats.pending_timers, stats.evictions);
+            let counts = (
+                stats.pending_timers,
+                stats.evictions,
+                stats.dropped_by_reports,
+            );
             let model = &self.model;
-            let want = (model.pending_timers(), model.evictions());
-            assert_eq!(counts, want, "(timers, evictions) at t={now}");
+            let want = (
+                model.pending_timers(),
+                model.evictions(),
+                model.dropped_by_reports(),
+            );
+            assert_eq!(counts, want, "(timers, evictions, dropped) at t={now}");
+            let reports: Vec<_> = self
+                .index
+                .cache_reports()
+                .into_iter()
+                .map(|(w, r)| (w, (r.reports, r.predicted_blocks, r.delivered_blocks)))
+                .collect();
+            assert_eq!(reports, model.cache_reports(), "cache reports at t={now}");
             // Exact, but for removed workers' entries that array copies dropped already,
             // and the nodes those were the last entries of (none under a global cap,
             // where they count toward it until swept).
@@ -520,8 +598,10 @@ impl Harness {
         self.check_caps();
     }
 
-    /// Entries over a cap are only ever exact ones (which no cap evicts): each worker
-    /// holds at most `max(cap, its exact entries)`, the index `max(cap, all exact)`. A
+    /// Entries over a cap are only ever exact ones (which no cap evicts) and pinned ones
+    /// (which caps evict around: a released decision is then protected up to the cap
+    /// beside them): each worker holds at most `max(cap, its exact entries)` plus its
+    /// pinned ones, the index `max(cap, all exact)` plus all pinned ones. A
     /// worker's capacity replaces the per-worker cap (under a per-worker cap every
     /// decision is logged, so the bound is exact; without one, decisions recorded before
     /// the first capacity are in no log, and only the model comparison applies).
@@ -531,20 +611,29 @@ impl Harness {
             for w in self.model.worker_ids() {
                 let held = self.model.stored_count(Some(w));
                 let cap = self.model.capacity_of(w).unwrap_or(cap);
-                let bound = cap.max(self.model.exact_count(Some(w)));
+                let bound =
+                    cap.max(self.model.exact_count(Some(w))) + self.model.pinned_count(Some(w));
                 assert!(held <= bound, "worker {w} holds {held} > {bound}");
             }
         }
         if let Some(cap) = total {
             let held = self.index.stats().entries;
-            let bound = cap.max(self.model.exact_count(None));
+            let bound = cap.max(self.model.exact_count(None)) + self.model.pinned_count(None);
             assert!(held <= bound, "{held} entries > {bound}");
         }
     }
 
-    /// Lets everything expire and sweeps; then removes every worker and sweeps again.
-    /// The index must then be empty.
+    /// Where the kept request `n` (modulo their count) is, if any is kept.
+    fn kept(&self, n: usize) -> Option<usize> {
+        (!self.requests.is_empty()).then(|| n % self.requests.len())
+    }
+
+    /// Finishes every running request; lets everything expire and sweeps; then removes
+    /// every worker and sweeps again. The index must then be empty.
     pub fn finish(&mut self) {
+        while !self.requests.is_empty() {
+            self.apply(&Op::Finish { request: 0 });
+        }
         if self.ttl < NEVER {
             // Past every TTL, and past the nanoseconds by which caps order decisions
             // recorded at one clock reading (beyond the cap if need be: at the end of

@@ -29,6 +29,13 @@
 //!   the query's sequence hashes it holds live; workers with a run of 0 are absent.
 //! - `remove_worker(w)` (and a `Cleared` event): the worker's entries read as absent;
 //!   recording it again starts a new registration.
+//! - Requests (`requests.rs`): `begin` records the prompt with the claim [`PIN`] (no timer,
+//!   no log) and counts a pin per block; a release lowers the counts, removes the blocks
+//!   whose count reached zero (a walk at threshold `PIN` that settles that many) and
+//!   records the path as a decision taken then; dumps and snapshots give pinned entries
+//!   the TTL. A report of fewer blocks than predicted pops and walks every logged
+//!   decision of the registration expiring at or before the claim the worker had on its
+//!   deepest predicted block before the request (`PIN - 1` if that was pinned).
 //!
 //! # Reclamation and caps, exactly
 //! Entries stay stored until a sweep or an eviction frees them, and the caps count stored
@@ -62,6 +69,12 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// TTLs from here on (about 146 years) mean "never".
 pub const NEVER: u64 = 1 << 62;
+
+/// A running request's claim: the last expiry there is.
+pub const PIN: u64 = u64::MAX;
+
+mod requests;
+pub use requests::ModelRequest;
 
 /// A duration in the index's clock unit (nanoseconds, saturating).
 pub fn nanos(d: Duration) -> u64 {
@@ -139,6 +152,12 @@ pub struct Model {
     /// (deadline, registration, leaf).
     timers: Vec<(u64, Reg, u64)>,
     evictions: u64,
+    /// Running requests' pins per (registration, block).
+    pins: HashMap<(Reg, u64), u32>,
+    /// Cached-token reports per registration: (reports, predicted, delivered).
+    reports: HashMap<Reg, (u64, u64, u64)>,
+    /// Entries dropped by reports.
+    dropped_by_reports: u64,
 }
 
 impl Model {
@@ -169,6 +188,9 @@ impl Model {
             global_log: VecDeque::new(),
             timers: Vec::new(),
             evictions: 0,
+            pins: HashMap::new(),
+            reports: HashMap::new(),
+            dropped_by_reports: 0,
         }
     }
 
@@ -193,6 +215,10 @@ impl Model {
     /// if it is not live then, at least 1 ns if it is (a never-TTL claim older than 2^62
     /// ns is live with its expiry before `now`).
     fn ttl_left(&self, claim: Claim, now: u64) -> u64 {
+        if claim.expiry == PIN {
+            // A running request's block: a decision taken now.
+            return self.ttl;
+        }
         if claim.expiry > self.read_time(now) {
             claim.expiry.saturating_sub(now).max(1)
         } else {
@@ -288,11 +314,29 @@ impl Model {
         budget: usize,
         single: bool,
     ) -> (usize, Option<u64>) {
+        let (removed, _, resume) =
+            self.walk_settling(reg, leaf, (threshold, budget, usize::MAX), single);
+        (removed, resume)
+    }
+
+    /// [`walk`](Self::walk) that also stops once it has settled `blocks` blocks (removed
+    /// an entry or ended its approximate claim): a released request's (`requests.rs`).
+    /// Returns the entries removed, the blocks settled, and where a budget stopped it.
+    fn walk_settling(
+        &mut self,
+        reg: Reg,
+        leaf: u64,
+        (threshold, budget, blocks): (u64, usize, usize),
+        single: bool,
+    ) -> (usize, usize, Option<u64>) {
         let alive = self.alive(reg);
-        let (mut key, mut removed) = (leaf, 0);
+        let (mut key, mut removed, mut settled) = (leaf, 0, 0);
         loop {
+            if settled >= blocks {
+                break;
+            }
             if removed >= budget {
-                return (removed, Some(key));
+                return (removed, settled, Some(key));
             }
             let Some(&node) = self.nodes.get(&key) else {
                 break;
@@ -312,12 +356,13 @@ impl Model {
                 self.remove_entry(reg, key);
                 removed += 1;
             }
+            settled += 1;
             match node.parent {
                 Some(p) if node.depth > 0 && !single => key = p,
                 _ => break,
             }
         }
-        (removed, None)
+        (removed, settled, None)
     }
 
     fn log(&mut self, decision: Decision, sorted: bool) {
@@ -559,7 +604,8 @@ impl Model {
                 continue;
             };
             if let Some(claim) = self.remove_entry(reg, seq) {
-                if let (true, Some(parent)) = (claim.expiry != 0 && node.depth > 0, node.parent) {
+                let walked = claim.expiry != 0 && claim.expiry != PIN && node.depth > 0;
+                if let (true, Some(parent)) = (walked, node.parent) {
                     anchors.push((parent, claim.expiry));
                 }
             }
@@ -626,7 +672,8 @@ impl Model {
         let mut leaves: Vec<(u64, u64, WorkerId, Reg)> = live
             .iter()
             .map(|&(reg, key)| (reg, key, self.entries[&(reg, key)]))
-            .filter(|&(reg, key, claim)| claim.expiry != 0 && !continued.contains(&(reg, key)))
+            .filter(|&(_, _, claim)| claim.expiry != 0 && claim.expiry != PIN)
+            .filter(|&(reg, key, _)| !continued.contains(&(reg, key)))
             .map(|(reg, key, claim)| (claim.expiry, key, worker_of(reg), reg))
             .collect();
         leaves.sort_unstable();

@@ -1,0 +1,213 @@
+//! Requests in the reference model: pins, releases and cached-token reports (see the
+//! module docs of `model.rs`).
+
+use approx_kv_index::{LocalBlockHash, SequenceHash, WorkerId};
+
+use super::{Claim, Decision, Model, Reg, PIN};
+
+/// A running request as the model keeps it.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    reg: Reg,
+    local: Vec<LocalBlockHash>,
+    seq: Vec<SequenceHash>,
+    /// The worker's depth for the prompt just before the request.
+    pub predicted: usize,
+    /// The worker's claim on its deepest predicted block just before.
+    prior: u64,
+    reported: bool,
+}
+
+impl Model {
+    /// `begin_request` of `worker` at `now` for a prompt with these hashes.
+    pub fn begin(
+        &mut self,
+        now: u64,
+        worker: WorkerId,
+        local: &[LocalBlockHash],
+        seq: &[SequenceHash],
+    ) -> ModelRequest {
+        let reg = self.register(worker);
+        let predicted = self
+            .scores(now, local)
+            .get(&worker)
+            .map_or(0, |&d| d as usize);
+        let prior = predicted
+            .checked_sub(1)
+            .and_then(|i| self.entries.get(&(reg, seq[i].0)))
+            .map_or(0, |c| c.expiry);
+        let mut request = ModelRequest {
+            reg,
+            local: Vec::new(),
+            seq: Vec::new(),
+            predicted,
+            prior,
+            reported: false,
+        };
+        self.pin(&mut request, local, seq);
+        request
+    }
+
+    /// `request_output`: returns how many blocks joined.
+    pub fn output(
+        &mut self,
+        request: &mut ModelRequest,
+        local: &[LocalBlockHash],
+        seq: &[SequenceHash],
+    ) -> usize {
+        let held = request.seq.len();
+        if seq.len() <= held || seq[..held] != request.seq[..] || !self.alive(request.reg) {
+            return 0;
+        }
+        self.pin(request, local, seq);
+        seq.len() - held
+    }
+
+    /// Pins the blocks of the path past those `request` holds, and takes the path.
+    fn pin(&mut self, request: &mut ModelRequest, local: &[LocalBlockHash], seq: &[SequenceHash]) {
+        let reg = request.reg;
+        for s in &seq[request.seq.len()..] {
+            *self.pins.entry((reg, s.0)).or_default() += 1;
+        }
+        let claim = Claim {
+            exact: false,
+            expiry: PIN,
+        };
+        let blocks: Vec<_> = seq
+            .iter()
+            .zip(local)
+            .map(|(s, l)| (s.0, l.0, claim))
+            .collect();
+        let added = self.upsert_chain(reg, None, &blocks);
+        if self.caps() {
+            self.enforce(reg, added, None);
+        }
+        request.local = local.to_vec();
+        request.seq = seq.to_vec();
+    }
+
+    /// `finish_request` at `now`.
+    pub fn release(&mut self, now: u64, request: ModelRequest) {
+        let ModelRequest {
+            reg, local, seq, ..
+        } = request;
+        let Some(leaf) = seq.last() else {
+            return;
+        };
+        if !self.alive(reg) {
+            return;
+        }
+        for s in &seq {
+            let count = self.pins.get_mut(&(reg, s.0)).expect("pinned");
+            *count -= 1;
+            if *count == 0 {
+                self.pins.remove(&(reg, s.0));
+            }
+        }
+        let released = seq
+            .iter()
+            .rev()
+            .take_while(|s| !self.pins.contains_key(&(reg, s.0)))
+            .count();
+        if released == 0 {
+            return;
+        }
+        // Walks from the leaf, and from above each block a `Removed` event took out.
+        let lowest = seq.len() - released;
+        let mut top = seq.len();
+        while top > lowest {
+            let limits = (PIN, usize::MAX, top - lowest);
+            let (_, settled, _) = self.walk_settling(reg, seq[top - 1].0, limits, false);
+            top = (top - settled).saturating_sub(1).max(lowest);
+        }
+        let expiry = self.expiry_for(reg, now, self.ttl);
+        let claim = Claim {
+            exact: false,
+            expiry,
+        };
+        let blocks: Vec<_> = seq
+            .iter()
+            .zip(&local)
+            .map(|(s, l)| (s.0, l.0, claim))
+            .collect();
+        let added = self.upsert_chain(reg, None, &blocks);
+        if !self.never {
+            self.timers.push((expiry, reg, leaf.0));
+        }
+        if self.caps() {
+            let decision = Decision {
+                reg,
+                expiry,
+                leaf: leaf.0,
+                single: false,
+            };
+            self.log(decision, false);
+            let fresh = (expiry != u64::MAX).then_some((expiry, seq.len()));
+            self.enforce(reg, added + released, fresh);
+        }
+    }
+
+    /// `observe_cached` at `now` of `delivered` full blocks (the count already checked
+    /// against the prompt). Returns whether it was taken.
+    pub fn observe(&mut self, now: u64, request: &mut ModelRequest, delivered: usize) -> bool {
+        if request.reported || !self.alive(request.reg) {
+            return false;
+        }
+        request.reported = true;
+        let report = self.reports.entry(request.reg).or_default();
+        report.0 += 1;
+        report.1 += request.predicted as u64;
+        report.2 += delivered as u64;
+        if delivered >= request.predicted || request.prior == 0 {
+            return true;
+        }
+        let bound = if request.prior == PIN {
+            PIN - 1
+        } else {
+            request.prior
+        };
+        if !self.logs_slots {
+            self.logs_slots = true;
+            self.log_what_is_held(now);
+        }
+        let log = self.slot_logs.entry(request.reg).or_default();
+        let mut due = Vec::new();
+        while let Some(d) = log.front().copied().filter(|d| d.expiry <= bound) {
+            log.pop_front();
+            due.push(d);
+        }
+        for d in due {
+            let (removed, _) = self.walk(d.reg, d.leaf, d.expiry, usize::MAX, d.single);
+            self.dropped_by_reports += removed as u64;
+        }
+        true
+    }
+
+    /// Each registered worker's reports: (reports, predicted, delivered), by worker.
+    pub fn cache_reports(&self) -> Vec<(WorkerId, (u64, u64, u64))> {
+        let mut rows: Vec<_> = self
+            .registration
+            .iter()
+            .filter_map(|(&w, reg)| Some((w, *self.reports.get(reg)?)))
+            .collect();
+        rows.sort_unstable();
+        rows
+    }
+
+    /// Entries dropped by reports.
+    pub fn dropped_by_reports(&self) -> u64 {
+        self.dropped_by_reports
+    }
+
+    /// Pinned entries of `worker`'s registration (or of every registration).
+    pub fn pinned_count(&self, worker: Option<WorkerId>) -> usize {
+        let reg = worker.and_then(|w| self.registration.get(&w).copied());
+        if worker.is_some() && reg.is_none() {
+            return 0;
+        }
+        self.entries
+            .iter()
+            .filter(|((r, _), c)| c.expiry == PIN && reg.map_or(true, |reg| *r == reg))
+            .count()
+    }
+}
