@@ -383,3 +383,42 @@ fn pins_racing_removals_leave_nothing_behind() {
         "every removed worker's pins purged"
     );
 }
+
+/// Found by the model: a release whose blocks were mostly held already added one entry,
+/// and the caps evicted for that one only, leaving the worker above its cap.
+#[test]
+fn a_release_makes_room_for_its_blocks_under_a_cap() {
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(&clock, TTL, Some(6), None);
+    let running = index.begin_request(1, &[0, 1, 2, 0, 1]);
+    index.record(1, Query::tokens(&[1, 0, 0, 0, 0])).unwrap();
+    assert_eq!(index.worker_entries(1), 10, "five pinned, five fresh: over the cap");
+    let event = crate::support::events::stored_ours(1, &[0, 1, 2, 0], 1, None);
+    index.apply_event(&event); // held exactly too: no fresh protection any more
+    index.finish_request(running);
+    assert_eq!(index.worker_entries(1), 6, "back within the cap at the release");
+}
+
+/// Found by the model: a `Removed` event on a pinned block scheduled a walk at the pin
+/// level, and the release's walk stopped at the gap, leaving the blocks above it pinned
+/// for ever.
+#[test]
+fn a_release_unpins_around_blocks_an_event_removed() {
+    let (index, clock) = manual_index(1, TTL);
+    let prompt = tokens(0, 6);
+    let running = index.begin_request(1, &prompt);
+    let (_, seq) = crate::support::index::chain(&prompt, 1);
+    index.apply_event(&RouterEvent {
+        worker_id: 1,
+        event_id: 1,
+        data: KvCacheEventData::Removed(KvCacheRemoveData {
+            block_hashes: vec![seq[2], seq[4]],
+        }),
+    });
+    assert_eq!(index.stats().pending_timers, 0, "no walk at the pin level");
+    assert_eq!(score(&index, &prompt, 1), 2);
+    index.finish_request(running);
+    clock.advance(TTL + Duration::from_millis(1));
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 0, "every block above a gap was released too");
+}
