@@ -108,6 +108,23 @@ enum FuzzOp {
         worker: u8,
         capacity: Option<u8>,
     },
+    /// `begin_request(worker, &tokens)`: the handle is kept.
+    Begin {
+        worker: u8,
+        tokens: Vec<u8>,
+    },
+    /// `request_output` of a kept request: its tokens so far and `more`.
+    Output {
+        request: u8,
+        more: Vec<u8>,
+    },
+    /// `observe_cached` of a kept request (counts beyond the prompt included).
+    Observe {
+        request: u8,
+        cached: u8,
+    },
+    /// `finish_request` of a kept request.
+    Finish(u8),
     Advance(u16),
     Leap(u64),
     Sweep,
@@ -313,6 +330,21 @@ fuzz_target!(|input: Input| {
             FuzzOp::SetCapacity { worker: w, capacity } => Op::SetCapacity {
                 worker: worker(*w),
                 capacity: capacity.map(|c| usize::from(c % 32)),
+            },
+            FuzzOp::Begin { worker: w, tokens: t } => Op::Begin {
+                worker: worker(*w),
+                tokens: tokens(t),
+            },
+            FuzzOp::Output { request, more } => Op::Output {
+                request: usize::from(*request),
+                more: tokens(more),
+            },
+            FuzzOp::Observe { request, cached } => Op::Observe {
+                request: usize::from(*request),
+                cached: usize::from(*cached % 64),
+            },
+            FuzzOp::Finish(request) => Op::Finish {
+                request: usize::from(*request),
             },
             FuzzOp::Advance(n) => Op::Advance(u64::from(*n)),
             FuzzOp::Leap(n) => Op::Advance(*n),

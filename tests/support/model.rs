@@ -73,7 +73,11 @@ pub const NEVER: u64 = 1 << 62;
 /// A running request's claim: the last expiry there is.
 pub const PIN: u64 = u64::MAX;
 
-mod requests;
+/// Requests (`model/requests.rs`, included: the fuzz target loads this file by path,
+/// where a `mod` declaration would look for it elsewhere).
+mod requests {
+    include!("model/requests.rs");
+}
 pub use requests::ModelRequest;
 
 /// A duration in the index's clock unit (nanoseconds, saturating).

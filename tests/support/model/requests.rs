@@ -1,5 +1,5 @@
-//! Requests in the reference model: pins, releases and cached-token reports (see the
-//! module docs of `model.rs`).
+// Requests in the reference model: pins, releases and cached-token reports (see the
+// module docs of `model.rs`). Included into `model.rs` as the module `requests`.
 
 use approx_kv_index::{LocalBlockHash, SequenceHash, WorkerId};
 
