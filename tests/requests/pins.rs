@@ -392,11 +392,19 @@ fn a_release_makes_room_for_its_blocks_under_a_cap() {
     let index = capped_on(&clock, TTL, Some(6), None);
     let running = index.begin_request(1, &[0, 1, 2, 0, 1]);
     index.record(1, Query::tokens(&[1, 0, 0, 0, 0])).unwrap();
-    assert_eq!(index.worker_entries(1), 10, "five pinned, five fresh: over the cap");
+    assert_eq!(
+        index.worker_entries(1),
+        10,
+        "five pinned, five fresh: over the cap"
+    );
     let event = crate::support::events::stored_ours(1, &[0, 1, 2, 0], 1, None);
     index.apply_event(&event); // held exactly too: no fresh protection any more
     index.finish_request(running);
-    assert_eq!(index.worker_entries(1), 6, "back within the cap at the release");
+    assert_eq!(
+        index.worker_entries(1),
+        6,
+        "back within the cap at the release"
+    );
 }
 
 /// Found by the model: a `Removed` event on a pinned block scheduled a walk at the pin
@@ -420,5 +428,9 @@ fn a_release_unpins_around_blocks_an_event_removed() {
     index.finish_request(running);
     clock.advance(TTL + Duration::from_millis(1));
     index.sweep_expired();
-    assert_eq!(index.stats().entries, 0, "every block above a gap was released too");
+    assert_eq!(
+        index.stats().entries,
+        0,
+        "every block above a gap was released too"
+    );
 }
