@@ -233,9 +233,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             .core
             .report_cached(
                 (begun.slot, begun.generation),
-                request.predicted,
-                delivered,
+                (request.predicted, delivered),
                 begun.prior,
+                &path.seq,
             )
             .is_some();
         path.reported |= taken;

@@ -41,6 +41,9 @@ pub struct IndexStats {
     /// (block, worker) pairs dropped because a report showed the worker had lost them,
     /// since creation.
     pub dropped_by_reports: u64,
+    /// Workers' capacities that reports set, lowered or raised, since creation
+    /// (`docs/design.md`, "Running requests and what engines report").
+    pub capacities_learned: u64,
 }
 
 /// Engines' reports of cached prompt tokens for one worker (or summed): how many leading
@@ -124,6 +127,7 @@ pub(crate) fn publish(s: &IndexStats, reports: &[((u64, u32), CacheReport)]) {
     metrics::counter!("approx_kv_index_predicted_blocks_total").absolute(s.cache.predicted_blocks);
     metrics::counter!("approx_kv_index_delivered_blocks_total").absolute(s.cache.delivered_blocks);
     metrics::counter!("approx_kv_index_dropped_by_reports_total").absolute(s.dropped_by_reports);
+    metrics::counter!("approx_kv_index_capacities_learned_total").absolute(s.capacities_learned);
     for ((worker, rank), r) in reports {
         let labels = [
             ("worker", worker.to_string()),

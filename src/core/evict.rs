@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use super::learn::GhostTable;
 use crate::capacity::{DecisionLog, LoggedDecision};
 use crate::slot::Slot;
 use crate::timers::{Timer, Timers};
@@ -36,6 +37,8 @@ pub(crate) struct Evictor<'a> {
     pub(crate) workers: &'a Arc<Workers>,
     pub(crate) global: Option<&'a DecisionLog>,
     pub(crate) timers: Option<&'a Timers>,
+    /// Where a worker's cap leaves the blocks it evicted (`learn.rs`).
+    pub(crate) ghosts: &'a GhostTable,
     pub(crate) guard: &'a Writing<'a>,
 }
 
@@ -92,7 +95,7 @@ impl Evictor<'_> {
         let fresh = fresh
             .filter(|_| !self.workers.had_exact(slot))
             .map(|f| (f.expiry, f.blocks.saturating_sub(cap)));
-        self.evict_from(log, quota, fresh, || {
+        self.evict_from(log, (quota, Some(cap)), fresh, || {
             self.workers.entries(slot).saturating_sub(cap)
         })
     }
@@ -104,7 +107,7 @@ impl Evictor<'_> {
         let Some(log) = self.global else {
             return 0;
         };
-        self.evict_from(log, quota, None, || {
+        self.evict_from(log, (quota, None), None, || {
             self.workers
                 .tracked_total()
                 .unwrap_or(0)
@@ -120,17 +123,18 @@ impl Evictor<'_> {
         };
         let mut evicted = 0;
         while let Some(decision) = log.pop_oldest_if(|d| d.expiry <= bound) {
-            evicted += self.evict(decision, usize::MAX);
+            evicted += self.evict(decision, usize::MAX, None);
         }
         evicted
     }
 
     /// The eviction loop. `fresh`: the caller's own decision's expiry and how many of its
-    /// blocks it may lose; decisions logged after it are not taken.
+    /// blocks it may lose; decisions logged after it are not taken. `ghost_cap`: a
+    /// worker's cap, whose evicted blocks become ghosts.
     fn evict_from(
         &self,
         log: &DecisionLog,
-        quota: usize,
+        (quota, ghost_cap): (usize, Option<usize>),
         fresh: Option<(u64, usize)>,
         excess: impl Fn() -> usize,
     ) -> usize {
@@ -150,7 +154,8 @@ impl Evictor<'_> {
                 return evicted; // nothing (else) this caller may evict
             };
             let own = fresh.is_some() && decision.expiry == fresh_expiry;
-            let n = self.evict(decision, if own { excess.min(spare) } else { excess });
+            let budget = if own { excess.min(spare) } else { excess };
+            let n = self.evict(decision, budget, ghost_cap);
             if own {
                 spare -= n;
             }
@@ -161,8 +166,9 @@ impl Evictor<'_> {
     /// Evicts up to `budget` entries of `decision` (popped from a log). What a budget cut
     /// off is logged again from the block the walk stopped at, in *every* log (the copies
     /// of the decision in the other log start at its old leaf, which is gone, so their
-    /// walks would stop there), and gets a timer for the same reason.
-    fn evict(&self, decision: LoggedDecision, budget: usize) -> usize {
+    /// walks would stop there), and gets a timer for the same reason. With `ghost_cap`,
+    /// the blocks evicted become the slot's ghosts.
+    fn evict(&self, decision: LoggedDecision, budget: usize, ghost_cap: Option<usize>) -> usize {
         let LoggedDecision { slot, leaf, .. } = decision;
         if self.workers.generation(slot) != decision.generation {
             return 0; // a removed registration's slot, serving another worker now
@@ -177,9 +183,17 @@ impl Evictor<'_> {
             span: decision.span,
             blocks: usize::MAX,
         };
-        let walked = self
-            .tree
-            .walk(walk, || self.workers.adjust_entries(slot, -1), self.guard);
+        let mut evicted = Vec::new();
+        let forget = |block| {
+            self.workers.adjust_entries(slot, -1);
+            if ghost_cap.is_some() {
+                evicted.push(block);
+            }
+        };
+        let walked = self.tree.walk(walk, forget, self.guard);
+        if let Some(cap) = ghost_cap {
+            self.ghosts.add((slot, decision.generation), &evicted, cap);
+        }
         if let (Some(rest), Span::Path) = (walked.resume, decision.span) {
             self.log(
                 LoggedDecision {

@@ -8,12 +8,14 @@
 //! - `export.rs`: dump, snapshot and restore;
 //! - `pins.rs`: running requests' blocks, pinned until they finish;
 //! - `reports.rs`: what engines report of each request's cached prompt tokens;
+//! - `learn.rs`: the capacities reports teach, and the ghosts of evicted blocks;
 //! - `purge.rs`: freeing removed workers' entries, a few shards a tick;
 //! - `sweep.rs`: reclamation, by the sweeper and by callers helping it.
 
 mod events;
 mod evict;
 mod export;
+mod learn;
 mod pins;
 mod purge;
 mod reports;
@@ -74,6 +76,9 @@ pub(crate) struct Core {
     evictions: StripedCounter,
     rejected_events: StripedCounter,
     dropped_by_reports: StripedCounter,
+    capacities_learned: StripedCounter,
+    /// Blocks the caps evicted lately, per slot.
+    ghosts: learn::GhostTable,
     /// Running requests' pinned blocks, per slot.
     pins: pins::PinTable,
     /// Engines' reports of cached prompt tokens, per slot.
@@ -118,6 +123,8 @@ impl Core {
             evictions: StripedCounter::default(),
             rejected_events: StripedCounter::default(),
             dropped_by_reports: StripedCounter::default(),
+            capacities_learned: StripedCounter::default(),
+            ghosts: learn::GhostTable::default(),
             pins: pins::PinTable::default(),
             reports: reports::ReportTable::default(),
         }
@@ -305,6 +312,7 @@ impl Core {
             workers: &self.workers,
             global: self.global_log.as_ref(),
             timers: self.timers_kept(),
+            ghosts: &self.ghosts,
             guard,
         }
     }
@@ -348,6 +356,11 @@ impl Core {
         let Some(slot) = self.workers.resolve(key) else {
             return; // 2^32 live registrations: nothing sensible to bound
         };
+        self.set_slot_capacity(slot, capacity);
+    }
+
+    /// [`set_capacity`](Self::set_capacity) of a registered slot.
+    fn set_slot_capacity(&self, slot: Slot, capacity: Option<usize>) {
         if self.workers.start_slot_logs() {
             self.log_what_is_held();
         }
@@ -461,6 +474,7 @@ impl Core {
             pending_timers,
             cache: self.cache_report_totals(),
             dropped_by_reports: self.dropped_by_reports.sum(),
+            capacities_learned: self.capacities_learned.sum(),
             estimated_bytes: self.tree.estimated_bytes()
                 + pending_timers * Timers::BYTES_PER_TIMER
                 + logged * std::mem::size_of::<LoggedDecision>()

@@ -226,7 +226,7 @@ impl Core {
             };
             let walked = self
                 .tree
-                .walk(walk, || self.workers.adjust_entries(slot, -1), guard);
+                .walk(walk, |_| self.workers.adjust_entries(slot, -1), guard);
             // The walk settled seq[top - settled..top], and stopped at the block below.
             top -= walked.settled;
             top = top.saturating_sub(1).max(lowest);

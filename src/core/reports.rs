@@ -20,7 +20,7 @@ use super::pins::PIN;
 use super::Core;
 use crate::slot::Slot;
 use crate::stats::CacheReport;
-use crate::WorkerKey;
+use crate::{SequenceHash, WorkerKey};
 
 /// Reports per slot, tagged with the registration they belong to.
 #[derive(Default)]
@@ -31,14 +31,15 @@ pub(crate) struct ReportTable {
 impl Core {
     /// Takes a report that a request of `slot` (registration `generation`), predicted to
     /// find `predicted` blocks cached, found `delivered`; `prior` is the handle's claim
-    /// before the request (see the module). Returns the entries the loss rule dropped, or
+    /// before the request (see the module), `prompt` its prompt's blocks. A gain or a loss
+    /// teaches the worker's capacity (`learn.rs`). Returns the entries the loss rule dropped, or
     /// `None` (nothing taken) if the slot is not that registration's any more.
     pub(crate) fn report_cached(
         &self,
         (slot, generation): (Slot, u16),
-        predicted: usize,
-        delivered: usize,
+        (predicted, delivered): (usize, usize),
         prior: u64,
+        prompt: &[SequenceHash],
     ) -> Option<usize> {
         if self.workers.generation(slot) != generation || !self.workers.is_alive(slot) {
             return None;
@@ -53,12 +54,19 @@ impl Core {
             report.predicted_blocks += predicted as u64;
             report.delivered_blocks += delivered as u64;
         }
+        if delivered > predicted {
+            let extra = &prompt[predicted.min(prompt.len())..delivered.min(prompt.len())];
+            self.learn_from_gain((slot, generation), extra);
+        }
         if delivered >= predicted || prior == 0 {
             return Some(0);
         }
         // A block another running request pinned was lost: the worker restarted.
         let bound = if prior == PIN { PIN - 1 } else { prior };
-        Some(self.drop_claims_until(slot, bound))
+        let held = self.workers.entries(slot);
+        let dropped = self.drop_claims_until(slot, bound);
+        self.learn_from_loss(slot, held);
+        Some(dropped)
     }
 
     /// Drops `slot`'s approximate claims made by decisions expiring at or before `bound`

@@ -113,7 +113,7 @@ impl Core {
             // A timer another sweeper found due may be walked by a thread whose clock
             // reading is a little older: the deadline has passed all the same.
             let threshold = now.max(deadline);
-            let uncount = || self.workers.adjust_entries(slot, -1);
+            let uncount = |_| self.workers.adjust_entries(slot, -1);
             let walk = Walk {
                 leaf,
                 slot,

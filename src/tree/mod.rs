@@ -344,7 +344,7 @@ mod tests {
                 span: Span::Path,
                 blocks: usize::MAX,
             };
-            let walked = tree.walk(walk, || {}, &guard);
+            let walked = tree.walk(walk, |_| {}, &guard);
             assert_eq!(walked.removed, if slot == 2 { 4 } else { 2 });
         }
         assert_eq!(tree.array_bytes.sum(), 0);

@@ -402,12 +402,12 @@ impl Tree {
     /// the walk decides so and its budget and block limit allow (its approximate claim
     /// only, if the slot also holds the run exactly), else splits the run up (budget too
     /// small, or the walk covers one block) so the walk goes on block by block. `forget`
-    /// is called once per entry removed, with the head's write lock held.
+    /// is called with each block removed, with the head's write lock held.
     pub(super) fn walk_run(
         &self,
         (head, run, tail): (SequenceHash, usize, u64),
         walk: Walk,
-        mut forget: impl FnMut(),
+        mut forget: impl FnMut(SequenceHash),
         guard: &Writing<'_>,
     ) -> RunWalk {
         let (slot, budget, whole) = (walk.slot, walk.budget, walk.span == Span::Path);
@@ -460,8 +460,8 @@ impl Tree {
                 depth,
             };
         }
-        for _ in 0..len {
-            forget();
+        for &seq in r.seqs() {
+            forget(SequenceHash(seq));
         }
         if others {
             // The slot leaves the run; the others hold it on.

@@ -24,13 +24,18 @@ impl Tree {
     /// another pending walk. Also stops once `budget` entries are removed, returning the
     /// block to resume from, and after the first block if `span` is [`Span::Block`].
     ///
-    /// Calls `forget` just *before* each entry is removed, with the shard's write lock
-    /// held: the caller uncounts the entry there, so a slot's count never overstates the
+    /// Calls `forget` with the block just *before* each entry is removed, with the
+    /// shard's write lock held: the caller uncounts the entry there, so a slot's count never overstates the
     /// entries it holds while a walk runs (a writer of the same slot computing its excess
     /// over a cap would otherwise evict blocks it need not). A dead slot's count may then
     /// reach zero a moment before its last entry goes; its recycling waits for this
     /// thread's pin (`docs/design.md`, "Epoch protocol").
-    pub(crate) fn walk(&self, walk: Walk, mut forget: impl FnMut(), guard: &Writing<'_>) -> Walked {
+    pub(crate) fn walk(
+        &self,
+        walk: Walk,
+        mut forget: impl FnMut(SequenceHash),
+        guard: &Writing<'_>,
+    ) -> Walked {
         let Walk {
             leaf,
             slot,
@@ -97,7 +102,7 @@ impl Tree {
             let decide = |c| {
                 let settle = walk_decision(c, threshold, slot_alive);
                 if settle == Settle::Remove {
-                    forget();
+                    forget(SequenceHash(key));
                 }
                 settle
             };

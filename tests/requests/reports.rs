@@ -112,3 +112,88 @@ fn bad_reports_are_refused_without_change() {
     assert_eq!(index.cache_reports()[0].1.reports, 1);
     assert_eq!(score(&index, &tokens(0, 4), 1), 2);
 }
+
+#[test]
+fn a_loss_with_no_capacity_gives_it_a_first_value() {
+    let (index, clock) = index_with(TTL, None, None);
+    for start in [100, 200, 300] {
+        index.record(1, Query::tokens(&tokens(start, 4))).unwrap();
+        clock.advance(Duration::from_micros(1));
+    }
+    index.record(1, Query::tokens(&tokens(0, 4))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(400, 2))).unwrap();
+    assert_eq!(index.worker_capacity(1), None);
+    let request = index.begin_request(1, &tokens(0, 4));
+    assert!(index.observe_cached(&request, 1)); // lost block 1 of 4
+                                                // Dropped: the three decisions used before it; kept: its own 4 and the later 2.
+    assert_eq!(index.worker_entries(1), 6);
+    assert_eq!(index.worker_capacity(1), Some(6));
+    assert_eq!(index.stats().capacities_learned, 1);
+}
+
+#[test]
+fn a_loss_well_inside_a_capacity_lowers_it_by_an_eighth() {
+    let (index, _clock) = index_with(TTL, None, None);
+    index.set_worker_capacity(1, Some(80));
+    index.record(1, Query::tokens(&tokens(0, 8))).unwrap();
+    let request = index.begin_request(1, &tokens(0, 8)); // 8 held of 80: well inside
+    assert!(index.observe_cached(&request, 2));
+    assert_eq!(index.worker_capacity(1), Some(70));
+    let again = index.begin_request(1, &tokens(0, 8));
+    assert!(
+        index.observe_cached(&again, 8),
+        "delivered as predicted: no change"
+    );
+    assert_eq!(index.worker_capacity(1), Some(70));
+}
+
+#[test]
+fn a_loss_near_the_capacity_changes_nothing() {
+    let (index, clock) = index_with(TTL, None, None);
+    index.set_worker_capacity(1, Some(8));
+    index.record(1, Query::tokens(&tokens(100, 4))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(0, 4))).unwrap(); // 8 held of 8
+    let request = index.begin_request(1, &tokens(0, 4));
+    assert!(index.observe_cached(&request, 2));
+    assert_eq!(
+        index.worker_capacity(1),
+        Some(8),
+        "an LRU cache at its capacity"
+    );
+    assert_eq!(index.stats().capacities_learned, 0);
+}
+
+#[test]
+fn ghosts_of_blocks_the_capacity_evicted_raise_it() {
+    let (index, clock) = index_with(TTL, None, None);
+    index.set_worker_capacity(1, Some(4));
+    index.record(1, Query::tokens(&tokens(0, 4))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(100, 2))).unwrap(); // evicts 2 of [0..4)
+    assert_eq!(score(&index, &tokens(0, 4), 1), 2);
+    let request = index.begin_request(1, &tokens(0, 4));
+    assert_eq!(request.predicted_blocks(), 2);
+    // The engine still had all four: the two evicted blocks were ghosts.
+    assert!(index.observe_cached(&request, 4));
+    assert_eq!(index.worker_capacity(1), Some(6));
+    assert_eq!(index.stats().capacities_learned, 1);
+    // The request's pins took the capacity of 4 before the report: [100, 102) went,
+    // and is a ghost in turn.
+    assert_eq!(score(&index, &tokens(100, 2), 1), 0);
+    drop(request);
+    assert_eq!(score(&index, &tokens(0, 4), 1), 4);
+    let other = index.begin_request(1, &tokens(100, 2));
+    assert!(index.observe_cached(&other, 2));
+    assert_eq!(index.worker_capacity(1), Some(8));
+}
+
+#[test]
+fn blocks_never_evicted_are_no_ghosts() {
+    let (index, _clock) = index_with(TTL, None, None);
+    index.set_worker_capacity(1, Some(4));
+    let request = index.begin_request(1, &tokens(0, 4)); // nothing predicted
+    assert!(index.observe_cached(&request, 4)); // another router's traffic, say
+    assert_eq!(index.worker_capacity(1), Some(4));
+}

@@ -563,14 +563,26 @@ impl Harness {
                 stats.pending_timers,
                 stats.evictions,
                 stats.dropped_by_reports,
+                stats.capacities_learned,
             );
             let model = &self.model;
             let want = (
                 model.pending_timers(),
                 model.evictions(),
                 model.dropped_by_reports(),
+                model.capacities_learned(),
             );
-            assert_eq!(counts, want, "(timers, evictions, dropped) at t={now}");
+            assert_eq!(
+                counts, want,
+                "(timers, evictions, dropped, learned) at t={now}"
+            );
+            for w in model.worker_ids() {
+                assert_eq!(
+                    self.index.worker_capacity(w),
+                    model.capacity_of(w),
+                    "capacity of {w} at t={now}"
+                );
+            }
             let reports: Vec<_> = self
                 .index
                 .cache_reports()

@@ -162,6 +162,12 @@ pub struct Model {
     reports: HashMap<Reg, (u64, u64, u64)>,
     /// Entries dropped by reports.
     dropped_by_reports: u64,
+    /// Capacities reports set.
+    capacities_learned: u64,
+    /// Blocks each registration's cap evicted lately, oldest first.
+    ghosts: HashMap<Reg, VecDeque<u64>>,
+    /// The blocks the last walk removed.
+    walked: Vec<u64>,
 }
 
 impl Model {
@@ -195,6 +201,9 @@ impl Model {
             pins: HashMap::new(),
             reports: HashMap::new(),
             dropped_by_reports: 0,
+            capacities_learned: 0,
+            ghosts: HashMap::new(),
+            walked: Vec::new(),
         }
     }
 
@@ -335,6 +344,7 @@ impl Model {
     ) -> (usize, usize, Option<u64>) {
         let alive = self.alive(reg);
         let (mut key, mut removed, mut settled) = (leaf, 0, 0);
+        self.walked.clear();
         loop {
             if settled >= blocks {
                 break;
@@ -358,6 +368,7 @@ impl Model {
                 claim.expiry = 0;
             } else {
                 self.remove_entry(reg, key);
+                self.walked.push(key);
                 removed += 1;
             }
             settled += 1;
@@ -464,6 +475,11 @@ impl Model {
             let own = fresh.is_some() && d.expiry == fresh_expiry;
             let budget = if own { excess.min(spare) } else { excess };
             let (removed, resume) = self.walk(d.reg, d.leaf, d.expiry, budget, d.single);
+            if reg.is_some() {
+                // A worker's cap: what it evicted becomes ghosts (`requests.rs`).
+                let walked = std::mem::take(&mut self.walked);
+                self.add_ghosts(d.reg, &walked, cap);
+            }
             if own {
                 spare -= removed;
             }
@@ -629,6 +645,11 @@ impl Model {
     /// once while it holds more than its bound.
     pub fn set_capacity(&mut self, now: u64, worker: WorkerId, capacity: Option<usize>) {
         let reg = self.register(worker);
+        self.set_reg_capacity(now, reg, capacity);
+    }
+
+    /// [`set_capacity`](Self::set_capacity) of a registration.
+    fn set_reg_capacity(&mut self, now: u64, reg: Reg, capacity: Option<usize>) {
         if !self.logs_slots {
             self.logs_slots = true;
             self.log_what_is_held(now);

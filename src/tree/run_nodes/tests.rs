@@ -63,7 +63,7 @@ fn a_decisions_new_blocks_are_one_run_until_a_second_worker_comes() {
     assert_eq!((tree.nodes.len(), tree.len()), (2, 6));
     assert_eq!(tree.record(1, (&local, &seq), 120, false, &guard), 0);
     let mut forgotten = 0;
-    let walked = tree.walk(path_walk(seq[5], 1, 120, 100), || forgotten += 1, &guard);
+    let walked = tree.walk(path_walk(seq[5], 1, 120, 100), |_| forgotten += 1, &guard);
     assert_eq!((walked.removed, forgotten, tree.nodes.len()), (6, 6, 0));
     assert_eq!((tree.runs.load(SeqCst), tree.array_bytes.sum()), (0, 0));
 
@@ -93,7 +93,7 @@ fn a_decisions_new_blocks_are_one_run_until_a_second_worker_comes() {
     // A walk with less budget than a run splits it and removes block by block.
     let (l2, s2) = chain(9);
     assert_eq!(tree.record(4, (&l2[6..], &s2[6..]), 70, true, &guard), 3);
-    let walked = tree.walk(path_walk(s2[8], 4, 70, 2), || {}, &guard);
+    let walked = tree.walk(path_walk(s2[8], 4, 70, 2), |_| {}, &guard);
     assert_eq!((walked.removed, walked.resume), (2, Some(s2[6])));
 }
 
@@ -140,7 +140,7 @@ fn workers_whose_prompts_cover_a_run_join_it() {
     assert!(bytes > 0, "the holders of a joined run are an array");
     // Worker 2's walk from its leaf removes its run below, then leaves the shared run.
     let mut forgotten = 0;
-    let walked = tree.walk(path_walk(seq[5], 2, 90, 100), || forgotten += 1, &guard);
+    let walked = tree.walk(path_walk(seq[5], 2, 90, 100), |_| forgotten += 1, &guard);
     assert_eq!((walked.removed, forgotten), (6, 6));
     assert_eq!(
         run_holders(&tree, seq[0], &guard),

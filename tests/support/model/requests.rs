@@ -158,9 +158,28 @@ impl Model {
         report.0 += 1;
         report.1 += request.predicted as u64;
         report.2 += delivered as u64;
+        let reg = request.reg;
+        if delivered > request.predicted {
+            // Ghosts among the extra blocks raise the cap by as many.
+            let len = request.seq.len();
+            let extra = &request.seq[request.predicted.min(len)..delivered.min(len)];
+            let ghosts = self.ghosts.entry(reg).or_default();
+            let mut hits = 0;
+            for s in extra {
+                if let Some(at) = ghosts.iter().position(|g| *g == s.0) {
+                    ghosts.remove(at);
+                    hits += 1;
+                }
+            }
+            if let (true, Some(cap)) = (hits > 0, self.worker_cap(reg)) {
+                self.set_reg_capacity(now, reg, Some(cap.saturating_add(hits)));
+                self.capacities_learned += 1;
+            }
+        }
         if delivered >= request.predicted || request.prior == 0 {
             return true;
         }
+        let held = self.count(reg);
         let bound = if request.prior == PIN {
             PIN - 1
         } else {
@@ -180,7 +199,37 @@ impl Model {
             let (removed, _) = self.walk(d.reg, d.leaf, d.expiry, usize::MAX, d.single);
             self.dropped_by_reports += removed as u64;
         }
+        // What the loss teaches of the capacity.
+        let kept = self.count(reg).max(1);
+        let learned = match self.capacities.get(&reg).copied() {
+            None => Some(kept),
+            Some(cap) if held < cap - cap / 8 => Some((cap - (cap / 8).max(1)).max(kept)),
+            Some(_) => None,
+        };
+        if let Some(cap) = learned {
+            self.set_reg_capacity(now, reg, Some(cap));
+            self.capacities_learned += 1;
+        }
         true
+    }
+
+    /// Remembers `blocks` as ghosts of `reg`, whose cap `cap` evicted them: the latest
+    /// `cap` (64 to 65,536) kept, a block evicted again moving to the newest.
+    pub(super) fn add_ghosts(&mut self, reg: Reg, blocks: &[u64], cap: usize) {
+        let bound = cap.clamp(64, 1 << 16);
+        let ghosts = self.ghosts.entry(reg).or_default();
+        for &b in blocks {
+            ghosts.retain(|g| *g != b);
+            ghosts.push_back(b);
+            while ghosts.len() > bound {
+                ghosts.pop_front();
+            }
+        }
+    }
+
+    /// Capacities reports set.
+    pub fn capacities_learned(&self) -> u64 {
+        self.capacities_learned
     }
 
     /// Each registered worker's reports: (reports, predicted, delivered), by worker.

@@ -1,0 +1,128 @@
+//! What reports teach about a worker's capacity (`reports.rs` calls it), and the ghosts
+//! that let them raise it.
+//!
+//! - **A loss well inside a known capacity lowers it.** A worker that lost a block while
+//!   the index believed it held fewer blocks than seven eighths of its capacity holds
+//!   less than the capacity says: the capacity drops by an eighth (at least one block),
+//!   not below what the worker holds once the loss rule has dropped its older claims. A
+//!   loss near the capacity is what an LRU cache does, and changes nothing.
+//! - **A loss with no capacity set gives it a first value**: the claims the worker holds
+//!   after the loss rule (at least one block).
+//! - **Ghosts raise it.** The blocks a worker's capacity (or the per-worker cap) evicted
+//!   are remembered per slot, the most recent `cap` of them (64 to 65,536), as ARC keeps
+//!   its ghost lists. A worker that delivers more blocks than predicted, and the extra
+//!   blocks are ghosts, still held what the index evicted: its capacity (the cap, if it
+//!   had none) rises by those blocks. The request's own blocks, the ghosts among them,
+//!   are back already: its begin recorded them.
+//!
+//! A learned capacity is set as `set_worker_capacity` sets one (evicting at once when it
+//! is lowered) and counted in `IndexStats::capacities_learned`.
+
+use std::collections::{HashMap, VecDeque};
+
+use dashmap::DashMap;
+
+use super::Core;
+use crate::slot::Slot;
+use crate::SequenceHash;
+
+/// The fewest and most ghosts a slot keeps.
+const GHOSTS: (usize, usize) = (64, 1 << 16);
+
+/// Recently evicted blocks per slot, tagged with the registration.
+#[derive(Default)]
+pub(crate) struct GhostTable {
+    slots: DashMap<Slot, SlotGhosts>,
+}
+
+/// One slot's ghosts: each block with the stamp of its latest eviction, and the
+/// evictions in order (an entry whose stamp is not the block's latest is stale).
+#[derive(Default)]
+struct SlotGhosts {
+    generation: u16,
+    stamp: u64,
+    latest: HashMap<SequenceHash, u64>,
+    order: VecDeque<(SequenceHash, u64)>,
+}
+
+impl SlotGhosts {
+    fn add(&mut self, block: SequenceHash, bound: usize) {
+        self.stamp += 1;
+        self.latest.insert(block, self.stamp);
+        self.order.push_back((block, self.stamp));
+        while self.latest.len() > bound {
+            let Some((oldest, stamp)) = self.order.pop_front() else {
+                break;
+            };
+            if self.latest.get(&oldest) == Some(&stamp) {
+                self.latest.remove(&oldest);
+            }
+        }
+        if self.order.len() > 2 * bound {
+            // Drop the stale entries: the live ones, in stamp order.
+            let latest = &self.latest;
+            self.order.retain(|(b, s)| latest.get(b) == Some(s));
+        }
+    }
+}
+
+impl GhostTable {
+    /// Remembers that `slot` (registration `generation`) lost `blocks` to its cap `cap`.
+    pub(crate) fn add(&self, (slot, generation): (Slot, u16), blocks: &[SequenceHash], cap: usize) {
+        if blocks.is_empty() {
+            return;
+        }
+        let bound = cap.clamp(GHOSTS.0, GHOSTS.1);
+        let mut ghosts = self.slots.entry(slot).or_default();
+        if ghosts.generation != generation {
+            *ghosts = SlotGhosts {
+                generation,
+                ..SlotGhosts::default()
+            };
+        }
+        for &block in blocks {
+            ghosts.add(block, bound);
+        }
+    }
+
+    /// How many of `blocks` are `slot`'s ghosts; they are forgotten.
+    fn take(&self, (slot, generation): (Slot, u16), blocks: &[SequenceHash]) -> usize {
+        let Some(mut ghosts) = self.slots.get_mut(&slot) else {
+            return 0;
+        };
+        if ghosts.generation != generation {
+            return 0;
+        }
+        blocks
+            .iter()
+            .filter(|b| ghosts.latest.remove(b).is_some())
+            .count()
+    }
+}
+
+impl Core {
+    /// After a loss: `held` entries before the loss rule dropped any.
+    pub(super) fn learn_from_loss(&self, slot: Slot, held: usize) {
+        let kept = self.workers.entries(slot).max(1);
+        let learned = match self.workers.capacity(slot) {
+            None => kept,
+            Some(cap) if held < cap - cap / 8 => (cap - (cap / 8).max(1)).max(kept),
+            Some(_) => return,
+        };
+        self.set_slot_capacity(slot, Some(learned));
+        self.capacities_learned.add(1);
+    }
+
+    /// After a gain on `extra`, the prompt's blocks past the predicted ones that the
+    /// worker delivered.
+    pub(super) fn learn_from_gain(&self, (slot, generation): (Slot, u16), extra: &[SequenceHash]) {
+        let hits = self.ghosts.take((slot, generation), extra);
+        if hits == 0 {
+            return;
+        }
+        if let Some(cap) = self.worker_cap(slot) {
+            self.set_slot_capacity(slot, Some(cap.saturating_add(hits)));
+            self.capacities_learned.add(1);
+        }
+    }
+}
