@@ -112,7 +112,7 @@ class ApproxKvIndexer:
     def stats(self) -> dict[str, int]:
         """entries, nodes, workers, records, finds, expirations, caller_expirations,
         evictions, rejected_events, pending_timers, estimated_bytes, cache_reports,
-        predicted_blocks, delivered_blocks, dropped_by_reports."""
+        predicted_blocks, delivered_blocks, dropped_by_reports, capacities_learned."""
 
     def snapshot(self) -> bytes:
         """The live state with each entry's remaining TTL (versioned, checksummed)."""

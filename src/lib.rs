@@ -144,6 +144,6 @@ pub use request::RequestHandle;
 /// The hasher of [`OverlapScores`]' maps (re-exported from `rustc-hash`).
 pub use rustc_hash::FxBuildHasher;
 pub use scores::{OverlapScores, ScoreSink};
-pub use snapshot::{Snapshot, SnapshotEntry, SnapshotError};
+pub use snapshot::{Snapshot, SnapshotCapacity, SnapshotEntry, SnapshotError};
 pub use stats::{CacheReport, IndexStats};
 pub use worker_key::{WorkerKey, WorkerWithDpRank};

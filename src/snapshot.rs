@@ -7,11 +7,12 @@
 //! corrupted or foreign file with a [`SnapshotError`], never a panic. With the `serde`
 //! feature the types also implement `Serialize`/`Deserialize` for any other format.
 //!
-//! Format, version 1 (all integers little-endian):
+//! Format, version 2 (all integers little-endian):
 //! `b"AKVISNAP"`, version `u32`, block size `u32`, entry count `u64`, then per entry
 //! worker id `u64`, dp rank `u32`, block `u64`, parent `u64`, local `u64`, depth `u32`,
-//! flags `u8` (bit 0: exact), TTL left in ns `u64`; then xxh3-64 (seed 0) of all the
-//! bytes before it.
+//! flags `u8` (bit 0: exact), TTL left in ns `u64`; then capacity count `u64`, then per
+//! capacity worker id `u64`, dp rank `u32`, blocks `u64`; then xxh3-64 (seed 0) of all
+//! the bytes before it. Version 1, read too, is the same without the capacities.
 
 use std::fmt;
 use std::time::Duration;
@@ -21,9 +22,10 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::{LocalBlockHash, SequenceHash, WorkerId};
 
 const MAGIC: &[u8; 8] = b"AKVISNAP";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HEADER: usize = 8 + 4 + 4 + 8;
 const ENTRY: usize = 8 + 4 + 8 + 8 + 8 + 4 + 1 + 8;
+const CAPACITY: usize = 8 + 4 + 8;
 const CHECKSUM: usize = 8;
 
 /// The live state of an index at one instant, with remaining TTLs.
@@ -47,6 +49,21 @@ pub struct Snapshot {
     pub block_size: u32,
     /// The live entries, parents before children.
     pub entries: Vec<SnapshotEntry>,
+    /// The capacities of registered workers that had one (set, or learned from reports),
+    /// by worker and rank.
+    pub capacities: Vec<SnapshotCapacity>,
+}
+
+/// A worker's capacity in a [`Snapshot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct SnapshotCapacity {
+    /// The worker.
+    pub worker_id: WorkerId,
+    /// Its data-parallel rank (0 for plain ids).
+    pub dp_rank: u32,
+    /// Its capacity in blocks.
+    pub blocks: u64,
 }
 
 /// One live (block, worker) entry of a [`Snapshot`].
@@ -121,7 +138,8 @@ impl std::error::Error for SnapshotError {}
 impl Snapshot {
     /// The versioned binary form.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER + ENTRY * self.entries.len() + CHECKSUM);
+        let len = HEADER + ENTRY * self.entries.len() + 8 + CAPACITY * self.capacities.len();
+        let mut out = Vec::with_capacity(len + CHECKSUM);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&self.block_size.to_le_bytes());
@@ -137,6 +155,12 @@ impl Snapshot {
             let left = u64::try_from(e.ttl_left.as_nanos()).unwrap_or(u64::MAX);
             out.extend_from_slice(&left.to_le_bytes());
         }
+        out.extend_from_slice(&(self.capacities.len() as u64).to_le_bytes());
+        for c in &self.capacities {
+            out.extend_from_slice(&c.worker_id.to_le_bytes());
+            out.extend_from_slice(&c.dp_rank.to_le_bytes());
+            out.extend_from_slice(&c.blocks.to_le_bytes());
+        }
         let sum = xxh3_64(&out);
         out.extend_from_slice(&sum.to_le_bytes());
         out
@@ -149,15 +173,29 @@ impl Snapshot {
             return Err(SnapshotError::NotASnapshot);
         }
         let version = r.u32().ok_or(SnapshotError::NotASnapshot)?;
-        if version != VERSION {
+        if version != 1 && version != VERSION {
             return Err(SnapshotError::UnsupportedVersion(version));
         }
         let block_size = r.u32().ok_or(SnapshotError::NotASnapshot)?;
         let count = r.u64().ok_or(SnapshotError::NotASnapshot)?;
-        let expected = usize::try_from(count)
+        let entries_end = usize::try_from(count)
             .ok()
             .and_then(|n| n.checked_mul(ENTRY))
-            .and_then(|n| n.checked_add(HEADER + CHECKSUM))
+            .and_then(|n| n.checked_add(HEADER))
+            .unwrap_or(usize::MAX);
+        // Version 2: the capacity count follows the entries.
+        let capacities = match version {
+            1 => Some(0),
+            _ => entries_end
+                .checked_add(8)
+                .and_then(|end| bytes.get(entries_end..end))
+                .and_then(|b| usize::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()),
+        };
+        let expected = capacities
+            .and_then(|m| m.checked_mul(CAPACITY))
+            .and_then(|n| n.checked_add(if version == 1 { 0 } else { 8 }))
+            .and_then(|n| n.checked_add(entries_end))
+            .and_then(|n| n.checked_add(CHECKSUM))
             .unwrap_or(usize::MAX);
         if bytes.len() != expected {
             return Err(SnapshotError::Truncated {
@@ -189,9 +227,24 @@ impl Snapshot {
             })();
             entries.push(entry.ok_or(SnapshotError::Corrupt)?);
         }
+        let mut capacities = Vec::new();
+        if version != 1 {
+            let count = r.u64().ok_or(SnapshotError::Corrupt)?;
+            for _ in 0..count {
+                let capacity = (|| {
+                    Some(SnapshotCapacity {
+                        worker_id: r.u64()?,
+                        dp_rank: r.u32()?,
+                        blocks: r.u64()?,
+                    })
+                })();
+                capacities.push(capacity.ok_or(SnapshotError::Corrupt)?);
+            }
+        }
         Ok(Self {
             block_size,
             entries,
+            capacities,
         })
     }
 }

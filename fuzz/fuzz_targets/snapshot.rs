@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use approx_kv_index::{
-    ApproxKvIndexer, LocalBlockHash, ManualClock, Query, SequenceHash, Snapshot, SnapshotEntry,
-    SnapshotError, WorkerWithDpRank,
+    ApproxKvIndexer, LocalBlockHash, ManualClock, Query, SequenceHash, Snapshot, SnapshotCapacity,
+    SnapshotEntry, SnapshotError, WorkerWithDpRank,
 };
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
@@ -29,6 +29,8 @@ struct Entry {
 struct Input {
     block_size: u8,
     entries: Vec<Entry>,
+    /// Capacities: (worker, rank, blocks).
+    capacities: Vec<(u8, u8, u16)>,
     /// Alter one byte of the encoding: (position, xor mask).
     flip: (u16, u8),
     cut: u16,
@@ -52,6 +54,15 @@ fuzz_target!(|input: Input| {
                 depth: u32::from(e.depth % 4),
                 exact: e.exact,
                 ttl_left: Duration::from_nanos(e.ttl_left),
+            })
+            .collect(),
+        capacities: input
+            .capacities
+            .iter()
+            .map(|&(worker, rank, blocks)| SnapshotCapacity {
+                worker_id: u64::from(worker % 4),
+                dp_rank: u32::from(rank % 2),
+                blocks: u64::from(blocks),
             })
             .collect(),
     };

@@ -223,3 +223,13 @@ def test_a_garbage_collected_handle_releases(index):
     gc.collect()
     index.set_worker_capacity(1, 1)
     assert index.find(prompt(0, 2)) == {1: 1}, "released: evicted deepest first"
+
+
+def test_a_loss_teaches_a_first_capacity(index):
+    index.record(prompt(100, 3), 1)  # used first: dropped by the loss
+    index.record(prompt(0, 2), 1)
+    handle = index.begin_request(prompt(0, 2), 1)
+    assert index.worker_capacity(1) is None
+    assert index.observe_cached(handle, BLOCK)
+    assert index.worker_capacity(1) == 2
+    assert index.stats()["capacities_learned"] == 1

@@ -13,7 +13,7 @@ use crate::slot::Slot;
 use crate::tree::claim::Claim;
 use crate::tree::{LiveEntry, Span};
 use crate::workers::WriteKind;
-use crate::{Snapshot, SnapshotEntry, SnapshotError, WorkerKey};
+use crate::{Snapshot, SnapshotCapacity, SnapshotEntry, SnapshotError, WorkerKey};
 
 impl Core {
     /// Every live entry of a live worker, with its key: parents first (by depth), then by
@@ -75,11 +75,28 @@ impl Core {
                     ttl_left: Duration::from_nanos(r.ttl_left),
                 })
                 .collect(),
+            capacities: self.capacities::<W>(),
         }
     }
 
-    /// Puts every entry back, merged with what the index holds, each approximate claim
-    /// expiring `ttl_left` (at most the index's TTL) from now. Each restored approximate
+    /// Every live worker's capacity, if it has one, by key.
+    fn capacities<W: WorkerKey>(&self) -> Vec<SnapshotCapacity> {
+        let mut rows: Vec<(W, usize)> = (0..self.workers.slot_count())
+            .filter_map(|slot| Some((self.workers.alive::<W>(slot)?, self.workers.capacity(slot)?)))
+            .collect();
+        rows.sort_unstable();
+        rows.into_iter()
+            .map(|(key, blocks)| SnapshotCapacity {
+                worker_id: key.worker_id(),
+                dp_rank: key.dp_rank(),
+                blocks: blocks as u64,
+            })
+            .collect()
+    }
+
+    /// Sets the snapshot's capacities, then puts every entry back, merged with what the
+    /// index holds, each approximate claim expiring `ttl_left` (at most the index's TTL)
+    /// from now. Each restored approximate
     /// claim gets a walk of its own (a timer, and with caps a log entry in expiry order,
     /// deeper before shallower among equal expiries), so expiry and eviction go on in the
     /// snapshotted index's order; caps are enforced once everything is back.
@@ -89,6 +106,11 @@ impl Core {
                 snapshot: snapshot.block_size,
                 index: self.block_size,
             });
+        }
+        // Capacities first: the entries' evictions then follow them.
+        for c in &snapshot.capacities {
+            let blocks = usize::try_from(c.blocks).unwrap_or(usize::MAX);
+            self.set_capacity(W::from_parts(c.worker_id, c.dp_rank), Some(blocks));
         }
         let now = self.now();
         let guard = self.tree.writing();

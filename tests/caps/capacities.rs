@@ -246,3 +246,29 @@ fn a_capacity_holds_once_concurrent_writers_are_done() {
         .unwrap();
     assert!(index.worker_entries(1) <= 50, "{}", index.worker_entries(1));
 }
+
+/// src/snapshot.rs, `Snapshot::capacities`: "The capacities of registered workers that had
+/// one (set, or learned from reports)".
+#[test]
+fn capacities_travel_with_snapshots() {
+    let (index, clock) = index();
+    index.set_worker_capacity(1, Some(3));
+    index.set_worker_capacity(2, Some(7));
+    index.set_worker_capacity(3, None);
+    index.record(1, Query::tokens(&tokens(0, 3))).unwrap();
+    let snapshot = Snapshot::from_bytes(&index.snapshot().to_bytes()).unwrap();
+    let caps: Vec<_> = snapshot
+        .capacities
+        .iter()
+        .map(|c| (c.worker_id, c.blocks))
+        .collect();
+    assert_eq!(caps, [(1, 3), (2, 7)]);
+    let restored = capped_on(&clock, TTL, None, None);
+    restored.restore(&snapshot).unwrap();
+    assert_eq!(restored.worker_capacity(1), Some(3));
+    assert_eq!(restored.worker_capacity(2), Some(7));
+    assert_eq!(restored.worker_capacity(3), None);
+    // The capacity binds the restored worker.
+    restored.record(1, Query::tokens(&tokens(100, 2))).unwrap();
+    assert_eq!(restored.worker_entries(1), 3);
+}

@@ -87,8 +87,9 @@ fn snapshot_bytes_follow_the_documented_format() {
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     const ENTRY: usize = 8 + 4 + 8 + 8 + 8 + 4 + 1 + 8;
     assert_eq!(&bytes[..8], b"AKVISNAP");
-    assert_eq!((u32_at(8), u32_at(12), u64_at(16)), (1, 2, 7));
-    assert_eq!(bytes.len(), 24 + ENTRY * 7 + 8);
+    assert_eq!((u32_at(8), u32_at(12), u64_at(16)), (2, 2, 7));
+    assert_eq!(bytes.len(), 24 + ENTRY * 7 + 8 + 8);
+    assert_eq!(u64_at(24 + ENTRY * 7), 0, "no capacities");
     for (i, e) in snap.entries.iter().enumerate() {
         let at = 24 + ENTRY * i;
         assert_eq!(u64_at(at), e.worker_id);
@@ -118,10 +119,10 @@ fn snapshot_bytes_follow_the_documented_format() {
         exact: true,
         ttl_left: Duration::from_nanos(1234),
     };
-    let by_hand = |flags: u8, extra: &[u8]| {
+    let by_hand_version = |version: u32, flags: u8, extra: &[u8]| {
         let mut b = Vec::new();
         b.extend_from_slice(b"AKVISNAP");
-        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&version.to_le_bytes());
         b.extend_from_slice(&16u32.to_le_bytes());
         b.extend_from_slice(&1u64.to_le_bytes());
         b.extend_from_slice(&5u64.to_le_bytes());
@@ -137,12 +138,45 @@ fn snapshot_bytes_follow_the_documented_format() {
         b.extend_from_slice(&sum.to_le_bytes());
         b
     };
+    // Version 1 with these flags (and `extra` bytes after the entry).
+    let by_hand = |flags: u8, extra: &[u8]| by_hand_version(1, flags, extra);
+    // Version 2, flags 1, `capacities` after the entry.
+    let by_hand_v2 = |capacities: &[u8]| by_hand_version(2, 1, capacities);
     let want = Snapshot {
         block_size: 16,
         entries: vec![entry],
+        capacities: vec![],
     };
+    // Version 1, read still: no capacities.
     assert_eq!(Snapshot::from_bytes(&by_hand(1, &[])), Ok(want.clone()));
-    assert_eq!(want.to_bytes(), by_hand(1, &[]));
+    // Version 2: a capacity count, then each capacity.
+    let mut capacity = Vec::new();
+    capacity.extend_from_slice(&1u64.to_le_bytes());
+    capacity.extend_from_slice(&5u64.to_le_bytes());
+    capacity.extend_from_slice(&2u32.to_le_bytes());
+    capacity.extend_from_slice(&4096u64.to_le_bytes());
+    let with_capacity = Snapshot {
+        capacities: vec![SnapshotCapacity {
+            worker_id: 5,
+            dp_rank: 2,
+            blocks: 4096,
+        }],
+        ..want.clone()
+    };
+    assert_eq!(with_capacity.to_bytes(), by_hand_v2(&capacity));
+    assert_eq!(
+        Snapshot::from_bytes(&by_hand_v2(&capacity)),
+        Ok(with_capacity)
+    );
+    assert_eq!(want.to_bytes(), by_hand_v2(&0u64.to_le_bytes()));
+    assert!(matches!(
+        Snapshot::from_bytes(&by_hand_v2(&capacity[..12])),
+        Err(SnapshotError::Truncated { .. })
+    ));
+    assert!(matches!(
+        Snapshot::from_bytes(&by_hand_version(3, 1, &[])),
+        Err(SnapshotError::UnsupportedVersion(3))
+    ));
     assert!(
         Snapshot::from_bytes(&by_hand(2, &[])).is_err(),
         "flags other than bit 0"

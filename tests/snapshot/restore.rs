@@ -209,6 +209,7 @@ fn a_restored_claim_outliving_its_parent_ends_the_leading_run_there() {
     let snapshot = Snapshot {
         block_size: 4,
         entries,
+        capacities: vec![],
     };
     index.restore(&snapshot).unwrap();
     assert_eq!(

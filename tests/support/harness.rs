@@ -155,7 +155,7 @@ pub struct Harness {
     records: u64,
     finds: u64,
     events: u64,
-    saved: Option<(Snapshot, SnapshotRows)>,
+    saved: Option<(Snapshot, SnapshotRows, Vec<(WorkerId, usize)>)>,
     /// Running requests: the index's handle, the model's, the tokens so far, and the
     /// prompt's length in tokens.
     requests: Vec<(RequestHandle, ModelRequest, Vec<u32>, usize)>,
@@ -405,7 +405,7 @@ impl Harness {
                 } else {
                     assert_eq!(got, want, "snapshot at t={now}");
                 }
-                self.saved = Some((snapshot, want));
+                self.saved = Some((snapshot, want, self.model.capacity_rows()));
             }
             Op::Begin { worker, tokens } => {
                 let handle = self.index.begin_request(*worker, tokens);
@@ -455,8 +455,9 @@ impl Harness {
                 }
             }
             Op::RestoreSaved => {
-                if let Some((snapshot, rows)) = &self.saved {
+                if let Some((snapshot, rows, capacities)) = &self.saved {
                     self.index.restore(snapshot).expect("same block size");
+                    self.model.restore_capacities(now, capacities);
                     self.model.restore(now, rows);
                 }
             }

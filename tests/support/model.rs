@@ -746,8 +746,27 @@ impl Model {
     /// A fresh index restored at `now` from a snapshot of this one taken at `now`.
     pub fn restored(&self, now: u64) -> Self {
         let mut out = Model::with_caps(Duration::from_nanos(self.ttl), self.per_worker, self.total);
+        out.restore_capacities(now, &self.capacity_rows());
         out.restore(now, &self.snapshot(now));
         out
+    }
+
+    /// The registered workers' capacities, as a snapshot lists them (by worker).
+    pub fn capacity_rows(&self) -> Vec<(WorkerId, usize)> {
+        let mut rows: Vec<_> = self
+            .registration
+            .iter()
+            .filter_map(|(&w, reg)| Some((w, *self.capacities.get(reg)?)))
+            .collect();
+        rows.sort_unstable();
+        rows
+    }
+
+    /// A restore's first step: the snapshot's capacities set, in its order.
+    pub fn restore_capacities(&mut self, now: u64, rows: &[(WorkerId, usize)]) {
+        for &(worker, capacity) in rows {
+            self.set_capacity(now, worker, Some(capacity));
+        }
     }
 
     /// The live entries at `now` as a snapshot holds them, in the snapshot's order
