@@ -63,7 +63,7 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 pub struct ApproxKvIndexer<W: WorkerKey = WorkerId> {
     pub(crate) core: Arc<Core>,
     sweeper: Sweeper,
-    replication: Box<Replication>,
+    pub(crate) replication: Box<Replication>,
     key: std::marker::PhantomData<fn(W) -> W>,
 }
 
@@ -421,6 +421,11 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// ```
     pub fn set_worker_capacity(&self, worker: W, capacity: Option<usize>) {
         self.core.set_capacity(worker, capacity);
+        self.replication.share(|| Action::SetCapacity {
+            worker_id: worker.worker_id(),
+            dp_rank: worker.dp_rank(),
+            capacity: capacity.map(|c| c as u64),
+        });
     }
 
     /// The capacity set for `worker` with [`set_worker_capacity`](Self::set_worker_capacity),

@@ -5,6 +5,7 @@ use std::sync::{Arc, Weak};
 
 use crate::core::{Begun, Core};
 use crate::query::Query;
+use crate::replication::Action;
 use crate::stats::CacheReport;
 use crate::{ApproxKvIndexer, LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 
@@ -229,17 +230,36 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             return false;
         }
         let delivered = cached_tokens / self.core.block_size as usize;
-        let taken = self
-            .core
-            .report_cached(
-                (begun.slot, begun.generation),
-                (request.predicted, delivered),
-                begun.prior,
-                &path.seq,
-            )
-            .is_some();
-        path.reported |= taken;
-        taken
+        let Some(reported) = self.core.report_cached(
+            (begun.slot, begun.generation),
+            (request.predicted, delivered),
+            begun.prior,
+            &path.seq,
+        ) else {
+            return false;
+        };
+        path.reported = true;
+        self.share_report(request.worker, reported);
+        true
+    }
+
+    /// Shares what a report changed: the claims a loss dropped, the capacity learned.
+    fn share_report(&self, worker: W, reported: crate::core::Reported) {
+        let (worker_id, dp_rank) = (worker.worker_id(), worker.dp_rank());
+        if let Some(used_before) = reported.lost_used_before {
+            self.replication.share(|| Action::DropOlder {
+                worker_id,
+                dp_rank,
+                used_before: std::time::Duration::from_nanos(used_before),
+            });
+        }
+        if let Some(capacity) = reported.learned {
+            self.replication.share(|| Action::SetCapacity {
+                worker_id,
+                dp_rank,
+                capacity: Some(capacity as u64),
+            });
+        }
     }
 
     /// Finishes a request: its blocks are released (as dropping the handle does). They

@@ -22,7 +22,7 @@ use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
 fn built(u: &mut Unstructured<'_>) -> Result<(Decision, usize)> {
-    let action = match u.int_in_range(0..=2)? {
+    let action = match u.int_in_range(0..=4)? {
         0 => Action::Route {
             worker_id: u.int_in_range(0..=3)?,
             dp_rank: u.int_in_range(0..=2)?,
@@ -33,9 +33,19 @@ fn built(u: &mut Unstructured<'_>) -> Result<(Decision, usize)> {
         1 => Action::RemoveWorker {
             worker_id: u.int_in_range(0..=3)?,
         },
-        _ => Action::RemoveKey {
+        2 => Action::RemoveKey {
             worker_id: u.int_in_range(0..=3)?,
             dp_rank: u.int_in_range(0..=2)?,
+        },
+        3 => Action::SetCapacity {
+            worker_id: u.int_in_range(0..=3)?,
+            dp_rank: u.int_in_range(0..=2)?,
+            capacity: u.arbitrary::<Option<u16>>()?.map(u64::from),
+        },
+        _ => Action::DropOlder {
+            worker_id: u.int_in_range(0..=3)?,
+            dp_rank: u.int_in_range(0..=2)?,
+            used_before: Duration::from_nanos(u.int_in_range(0..=1 << 40)?),
         },
     };
     let decision = Decision {

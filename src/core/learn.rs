@@ -101,28 +101,35 @@ impl GhostTable {
 }
 
 impl Core {
-    /// After a loss: `held` entries before the loss rule dropped any.
-    pub(super) fn learn_from_loss(&self, slot: Slot, held: usize) {
+    /// After a loss: `held` entries before the loss rule dropped any. Returns the
+    /// capacity learned, if any.
+    pub(super) fn learn_from_loss(&self, slot: Slot, held: usize) -> Option<usize> {
         let kept = self.workers.entries(slot).max(1);
         let learned = match self.workers.capacity(slot) {
             None => kept,
             Some(cap) if held < cap - cap / 8 => (cap - (cap / 8).max(1)).max(kept),
-            Some(_) => return,
+            Some(_) => return None,
         };
         self.set_slot_capacity(slot, Some(learned));
         self.capacities_learned.add(1);
+        Some(learned)
     }
 
     /// After a gain on `extra`, the prompt's blocks past the predicted ones that the
     /// worker delivered.
-    pub(super) fn learn_from_gain(&self, (slot, generation): (Slot, u16), extra: &[SequenceHash]) {
+    /// Returns the capacity learned, if any.
+    pub(super) fn learn_from_gain(
+        &self,
+        (slot, generation): (Slot, u16),
+        extra: &[SequenceHash],
+    ) -> Option<usize> {
         let hits = self.ghosts.take((slot, generation), extra);
         if hits == 0 {
-            return;
+            return None;
         }
-        if let Some(cap) = self.worker_cap(slot) {
-            self.set_slot_capacity(slot, Some(cap.saturating_add(hits)));
-            self.capacities_learned.add(1);
-        }
+        let learned = self.worker_cap(slot)?.saturating_add(hits);
+        self.set_slot_capacity(slot, Some(learned));
+        self.capacities_learned.add(1);
+        Some(learned)
     }
 }

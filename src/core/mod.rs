@@ -40,6 +40,7 @@ use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 use evict::{Evictor, Fresh};
 pub(crate) use pins::{Begun, PIN};
+pub(crate) use reports::Reported;
 
 /// TTLs at or beyond this (about 146 years) mean "never": approximate claims then never
 /// expire and no timers are kept. Their expiries are still `now + NEVER`, which orders

@@ -22,6 +22,15 @@ use crate::slot::Slot;
 use crate::stats::CacheReport;
 use crate::{SequenceHash, WorkerKey};
 
+/// What a report changed, for the replicas.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Reported {
+    /// A loss: how long before now the lost block was last used (0: a restart).
+    pub(crate) lost_used_before: Option<u64>,
+    /// The capacity the report taught, if it taught one.
+    pub(crate) learned: Option<usize>,
+}
+
 /// Reports per slot, tagged with the registration they belong to.
 #[derive(Default)]
 pub(crate) struct ReportTable {
@@ -32,15 +41,15 @@ impl Core {
     /// Takes a report that a request of `slot` (registration `generation`), predicted to
     /// find `predicted` blocks cached, found `delivered`; `prior` is the handle's claim
     /// before the request (see the module), `prompt` its prompt's blocks. A gain or a loss
-    /// teaches the worker's capacity (`learn.rs`). Returns the entries the loss rule dropped, or
-    /// `None` (nothing taken) if the slot is not that registration's any more.
+    /// teaches the worker's capacity (`learn.rs`). `None` (nothing taken) if the slot is
+    /// not that registration's any more.
     pub(crate) fn report_cached(
         &self,
         (slot, generation): (Slot, u16),
         (predicted, delivered): (usize, usize),
         prior: u64,
         prompt: &[SequenceHash],
-    ) -> Option<usize> {
+    ) -> Option<Reported> {
         if self.workers.generation(slot) != generation || !self.workers.is_alive(slot) {
             return None;
         }
@@ -54,19 +63,37 @@ impl Core {
             report.predicted_blocks += predicted as u64;
             report.delivered_blocks += delivered as u64;
         }
+        let mut reported = Reported::default();
         if delivered > predicted {
             let extra = &prompt[predicted.min(prompt.len())..delivered.min(prompt.len())];
-            self.learn_from_gain((slot, generation), extra);
+            reported.learned = self.learn_from_gain((slot, generation), extra);
         }
         if delivered >= predicted || prior == 0 {
-            return Some(0);
+            return Some(reported);
         }
         // A block another running request pinned was lost: the worker restarted.
         let bound = if prior == PIN { PIN - 1 } else { prior };
         let held = self.workers.entries(slot);
-        let dropped = self.drop_claims_until(slot, bound);
-        self.learn_from_loss(slot, held);
-        Some(dropped)
+        self.drop_claims_until(slot, bound);
+        // When the lost block was last used, before now (its claim was one TTL after).
+        let now = self.now();
+        reported.lost_used_before = Some(if prior == PIN {
+            0
+        } else {
+            now.saturating_add(self.ttl_nanos).saturating_sub(prior)
+        });
+        reported.learned = self.learn_from_loss(slot, held);
+        Some(reported)
+    }
+
+    /// Another replica's loss (`Action::DropOlder`): `key`'s claims of decisions taken
+    /// `used_before` nanoseconds ago or earlier go.
+    pub(crate) fn drop_older(&self, key: impl WorkerKey, used_before: u64) {
+        let Some(slot) = self.workers.lookup(key) else {
+            return;
+        };
+        let used_at = self.now().saturating_sub(used_before);
+        self.drop_claims_until(slot, used_at.saturating_add(self.ttl_nanos));
     }
 
     /// Drops `slot`'s approximate claims made by decisions expiring at or before `bound`

@@ -91,6 +91,25 @@ fn apply_action<W: WorkerKey>(
             core.remove_key(W::from_parts(*worker_id, *dp_rank));
             Applied::Applied
         }
+        Action::SetCapacity {
+            worker_id,
+            dp_rank,
+            capacity,
+        } => {
+            let capacity = capacity.map(|c| usize::try_from(c).unwrap_or(usize::MAX));
+            core.set_capacity(W::from_parts(*worker_id, *dp_rank), capacity);
+            Applied::Applied
+        }
+        Action::DropOlder {
+            worker_id,
+            dp_rank,
+            used_before,
+        } => {
+            // Used that long before the decision, which was taken `age` ago.
+            let used_before = nanos(*used_before).saturating_add(nanos(age));
+            core.drop_older(W::from_parts(*worker_id, *dp_rank), used_before);
+            Applied::Applied
+        }
     }
 }
 
@@ -98,6 +117,6 @@ fn apply_action<W: WorkerKey>(
 fn route_blocks(decision: &Decision) -> &[LocalBlockHash] {
     match &decision.action {
         Action::Route { blocks, .. } => blocks,
-        Action::RemoveWorker { .. } | Action::RemoveKey { .. } => &[],
+        _ => &[],
     }
 }

@@ -1,10 +1,13 @@
 //! The binary form of a [`Decision`]: compact, versioned, checksummed and bounded.
 //!
-//! Format, version 1 (integers little-endian):
-//! `b"AKVD"`, version `u8`, kind `u8` (0 route, 1 remove worker, 2 remove key), origin
-//! `u64`, seq `u64`, decision time in ns since the Unix epoch `u64`, worker id `u64`,
-//! dp rank `u32`, block count `u32` (0 unless a route, at most [`MAX_BLOCKS`]), the
-//! blocks' tokens hashes `u64` each; then xxh3-64 (seed 0) of all the bytes before it.
+//! Format, version 2 (integers little-endian):
+//! `b"AKVD"`, version `u8`, kind `u8` (0 route, 1 remove worker, 2 remove key, 3 set
+//! capacity, 4 drop older claims), origin `u64`, seq `u64`, decision time in ns since the
+//! Unix epoch `u64`, worker id `u64`, dp rank `u32`, value count `u32`, the values `u64`
+//! each; then xxh3-64 (seed 0) of all the bytes before it. The values: a route's blocks'
+//! tokens hashes (at most [`MAX_BLOCKS`]); none for a removal; one for a capacity (the
+//! blocks plus one, 0 for unknown) and for a drop (the nanoseconds before the decision
+//! that the lost block was last used). Version 1, read too, has kinds 0 to 2 only.
 
 use std::fmt;
 use std::time::Duration;
@@ -16,8 +19,8 @@ use crate::clock::nanos;
 use crate::LocalBlockHash;
 
 const MAGIC: &[u8; 4] = b"AKVD";
-/// The format version this build writes and reads.
-pub const VERSION: u8 = 1;
+/// The format version this build writes (it reads version 1 too).
+pub const VERSION: u8 = 2;
 const HEADER: usize = 4 + 1 + 1 + 8 + 8 + 8 + 8 + 4 + 4;
 const CHECKSUM: usize = 8;
 /// The longest encoding of a decision: a route of [`MAX_BLOCKS`] blocks (524,342 bytes).
@@ -57,7 +60,8 @@ impl Decision {
     /// The binary form (see the module docs), at most [`MAX_ENCODED_LEN`] bytes: a route
     /// of more than [`MAX_BLOCKS`] blocks is written as its first `MAX_BLOCKS`.
     pub fn encode(&self) -> Vec<u8> {
-        let (kind, worker, rank, blocks): (u8, u64, u32, &[LocalBlockHash]) = match &self.action {
+        let value;
+        let (kind, worker, rank, values): (u8, u64, u32, &[LocalBlockHash]) = match &self.action {
             Action::Route {
                 worker_id,
                 dp_rank,
@@ -70,7 +74,26 @@ impl Decision {
             ),
             Action::RemoveWorker { worker_id } => (1, *worker_id, 0, &[]),
             Action::RemoveKey { worker_id, dp_rank } => (2, *worker_id, *dp_rank, &[]),
+            Action::SetCapacity {
+                worker_id,
+                dp_rank,
+                capacity,
+            } => {
+                value = [LocalBlockHash(
+                    capacity.map_or(0, |c| c.min(u64::MAX - 1) + 1),
+                )];
+                (3, *worker_id, *dp_rank, &value)
+            }
+            Action::DropOlder {
+                worker_id,
+                dp_rank,
+                used_before,
+            } => {
+                value = [LocalBlockHash(nanos(*used_before))];
+                (4, *worker_id, *dp_rank, &value)
+            }
         };
+        let blocks = values;
         let mut out = Vec::with_capacity(HEADER + 8 * blocks.len() + CHECKSUM);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&[VERSION, kind]);
@@ -99,8 +122,9 @@ impl Decision {
         if bytes.len() < HEADER + CHECKSUM || &bytes[..4] != MAGIC {
             return Err(DecodeError::NotADecision);
         }
-        if bytes[4] != VERSION {
-            return Err(DecodeError::UnsupportedVersion(bytes[4]));
+        let version = bytes[4];
+        if version != 1 && version != VERSION {
+            return Err(DecodeError::UnsupportedVersion(version));
         }
         if bytes.len() > MAX_ENCODED_LEN {
             return Err(DecodeError::TooLarge);
@@ -137,6 +161,16 @@ impl Decision {
             (2, 0) => Action::RemoveKey {
                 worker_id,
                 dp_rank: rank,
+            },
+            (3, 1) if version >= 2 => Action::SetCapacity {
+                worker_id,
+                dp_rank: rank,
+                capacity: r.u64().checked_sub(1),
+            },
+            (4, 1) if version >= 2 => Action::DropOlder {
+                worker_id,
+                dp_rank: rank,
+                used_before: Duration::from_nanos(r.u64()),
             },
             _ => return Err(DecodeError::Malformed),
         };

@@ -16,6 +16,7 @@ pub const MAX_BLOCKS: usize = 1 << 16;
 
 /// What a replica did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Action {
     /// Routed a prompt whose full blocks have these tokens hashes (salted, if the request
     /// was) to rank `dp_rank` of `worker_id` (rank 0 for plain worker ids).
@@ -38,6 +39,27 @@ pub enum Action {
         worker_id: WorkerId,
         /// The rank.
         dp_rank: u32,
+    },
+    /// Set rank `dp_rank`'s capacity (`set_worker_capacity`, or learned from a report):
+    /// blocks, or `None` for unknown.
+    SetCapacity {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Its data-parallel rank.
+        dp_rank: u32,
+        /// The capacity in blocks (at most `u64::MAX - 1`); `None`: unknown.
+        capacity: Option<u64>,
+    },
+    /// A report showed that rank `dp_rank` lost the blocks it last used `used_before`
+    /// before the decision, and every block it used no later (`observe_cached`'s loss
+    /// rule): the claims of decisions taken that long ago or longer go.
+    DropOlder {
+        /// The worker.
+        worker_id: WorkerId,
+        /// Its data-parallel rank.
+        dp_rank: u32,
+        /// How long before the decision the lost block was last used.
+        used_before: Duration,
     },
 }
 

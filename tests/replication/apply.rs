@@ -370,3 +370,61 @@ proptest! {
         prop_assert_eq!((a.lag_p50, a.lag_p99), (b.lag_p50, b.lag_p99));
     }
 }
+
+/// src/replication/decision.rs, `Action::SetCapacity` and `Action::DropOlder`: capacity
+/// changes (set, or learned from a report) and a report's loss are decisions the other
+/// replicas apply.
+#[test]
+fn capacities_and_losses_reach_the_other_replicas() {
+    let clock = clock();
+    let a = replica(1, &clock);
+    let b = replica(2, &clock);
+    let tokens = |start: u32, n: u32| (start..start + n).collect::<Vec<u32>>();
+    a.set_worker_capacity(5, Some(40));
+    a.record(5, Query::tokens(&tokens(100, 3))).unwrap(); // used first
+    clock.advance(Duration::from_secs(1));
+    a.record(5, Query::tokens(&tokens(0, 4))).unwrap(); // its last use before
+    clock.advance(Duration::from_secs(1));
+    let request = a.begin_request(5, &tokens(0, 4));
+    clock.advance(Duration::from_secs(1));
+    assert!(a.observe_cached(&request, 1)); // lost block 1: [100..103) goes too
+    let decisions: Vec<_> = std::iter::from_fn(|| a.outbox().unwrap().pop()).collect();
+    let kinds: Vec<_> = decisions
+        .iter()
+        .map(|d| match &d.action {
+            Action::SetCapacity { capacity, .. } => format!("capacity {capacity:?}"),
+            Action::DropOlder { used_before, .. } => format!("drop {used_before:?}"),
+            Action::Route { .. } => "route".to_owned(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    // The loss was well inside 40: the capacity drops by an eighth.
+    assert_eq!(
+        kinds,
+        [
+            "capacity Some(40)",
+            "route",
+            "route",
+            "route",
+            "drop 2s",
+            "capacity Some(35)"
+        ]
+    );
+    for d in &decisions {
+        assert_eq!(b.apply_decision(d), Applied::Applied, "{d:?}");
+    }
+    assert_eq!(b.worker_capacity(5), Some(35));
+    let found =
+        |index: &ApproxKvIndexer, t: &[u32]| index.find(Query::tokens(t)).scores.get(&5).copied();
+    assert_eq!(
+        found(&b, &tokens(100, 3)),
+        None,
+        "the older claims went on b too"
+    );
+    assert_eq!(
+        found(&b, &tokens(0, 4)),
+        Some(4),
+        "the request's decision came later"
+    );
+    assert_eq!(found(&a, &tokens(100, 3)), None);
+}

@@ -15,7 +15,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::{route, EPOCH};
 
 /// The fixed part of an encoding: magic, version, kind, origin, seq, time, worker, rank,
-/// block count (src/replication/codec.rs, format version 1).
+/// value count (src/replication/codec.rs, format versions 1 and 2).
 const HEADER: usize = 4 + 1 + 1 + 8 + 8 + 8 + 8 + 4 + 4;
 
 /// `body` with its xxh3-64 (seed 0) appended, as the format ends.
@@ -25,7 +25,7 @@ fn sealed(mut body: Vec<u8>) -> Vec<u8> {
     body
 }
 
-/// The header of format version 1, built by hand from the module docs.
+/// The header of an encoding, built by hand from the module docs.
 #[allow(clippy::too_many_arguments)]
 fn header(
     version: u8,
@@ -48,15 +48,18 @@ fn header(
     out
 }
 
-/// src/replication/codec.rs, module docs: "Format, version 1 (integers little-endian):
-/// `b"AKVD"`, version `u8`, kind `u8` (0 route, 1 remove worker, 2 remove key), origin
-/// `u64`, seq `u64`, decision time in ns since the Unix epoch `u64`, worker id `u64`, dp
-/// rank `u32`, block count `u32` (0 unless a route, at most [`MAX_BLOCKS`]), the blocks'
-/// tokens hashes `u64` each; then xxh3-64 (seed 0) of all the bytes before it."; `VERSION`:
-/// "The format version this build writes and reads."
+/// src/replication/codec.rs, module docs: "Format, version 2 (integers little-endian):
+/// `b"AKVD"`, version `u8`, kind `u8` (0 route, 1 remove worker, 2 remove key, 3 set
+/// capacity, 4 drop older claims), origin `u64`, seq `u64`, decision time in ns since the
+/// Unix epoch `u64`, worker id `u64`, dp rank `u32`, value count `u32`, the values `u64`
+/// each; then xxh3-64 (seed 0) of all the bytes before it. The values: a route's blocks'
+/// tokens hashes (at most [`MAX_BLOCKS`]); none for a removal; one for a capacity (the
+/// blocks plus one, 0 for unknown) and for a drop (the nanoseconds before the decision
+/// that the lost block was last used). Version 1, read too, has kinds 0 to 2 only.";
+/// `VERSION`: "The format version this build writes (it reads version 1 too)."
 #[test]
 fn the_encoding_is_the_documented_byte_layout() {
-    assert_eq!(VERSION, 1);
+    assert_eq!(VERSION, 2);
     let at = Duration::from_nanos(1_700_000_000_123_456_789);
     let (origin, seq) = (0x0102_0304_0506_0708, 0x1112_1314_1516_1718);
     let cases = [
@@ -68,7 +71,7 @@ fn the_encoding_is_the_documented_byte_layout() {
             },
             {
                 let mut b = header(
-                    1,
+                    2,
                     0,
                     origin,
                     seq,
@@ -84,14 +87,50 @@ fn the_encoding_is_the_documented_byte_layout() {
         ),
         (
             Action::RemoveWorker { worker_id: 77 },
-            header(1, 1, origin, seq, 1_700_000_000_123_456_789, 77, 0, 0),
+            header(2, 1, origin, seq, 1_700_000_000_123_456_789, 77, 0, 0),
         ),
         (
             Action::RemoveKey {
                 worker_id: 78,
                 dp_rank: 5,
             },
-            header(1, 2, origin, seq, 1_700_000_000_123_456_789, 78, 5, 0),
+            header(2, 2, origin, seq, 1_700_000_000_123_456_789, 78, 5, 0),
+        ),
+        (
+            Action::SetCapacity {
+                worker_id: 79,
+                dp_rank: 6,
+                capacity: Some(4096),
+            },
+            {
+                let mut b = header(2, 3, origin, seq, 1_700_000_000_123_456_789, 79, 6, 1);
+                b.extend_from_slice(&4097u64.to_le_bytes());
+                b
+            },
+        ),
+        (
+            Action::SetCapacity {
+                worker_id: 79,
+                dp_rank: 6,
+                capacity: None,
+            },
+            {
+                let mut b = header(2, 3, origin, seq, 1_700_000_000_123_456_789, 79, 6, 1);
+                b.extend_from_slice(&0u64.to_le_bytes());
+                b
+            },
+        ),
+        (
+            Action::DropOlder {
+                worker_id: 80,
+                dp_rank: 7,
+                used_before: Duration::from_nanos(123_456),
+            },
+            {
+                let mut b = header(2, 4, origin, seq, 1_700_000_000_123_456_789, 80, 7, 1);
+                b.extend_from_slice(&123_456u64.to_le_bytes());
+                b
+            },
         ),
     ];
     for (action, body) in cases {
@@ -101,9 +140,17 @@ fn the_encoding_is_the_documented_byte_layout() {
             decided_at: at,
             action,
         };
-        let expected = sealed(body);
+        let expected = sealed(body.clone());
         assert_eq!(d.encode(), expected, "{d:?}");
-        assert_eq!(Decision::decode(&expected), Ok(d));
+        assert_eq!(Decision::decode(&expected), Ok(d.clone()));
+        // Version 1 reads the same, for the kinds it has.
+        let mut v1 = body;
+        v1[4] = 1;
+        let want = match d.action {
+            Action::SetCapacity { .. } | Action::DropOlder { .. } => Err(DecodeError::Malformed),
+            _ => Ok(d),
+        };
+        assert_eq!(Decision::decode(&sealed(v1)), want);
     }
 }
 
@@ -179,11 +226,11 @@ fn decoding_checks_magic_version_size_length_and_checksum_in_that_order() {
         Err(DecodeError::NotADecision)
     );
     // Another version: neither its size, its length nor its checksum matters.
-    let mut future = header(2, 9, 1, 2, 3, 4, 0, u32::MAX);
+    let mut future = header(3, 9, 1, 2, 3, 4, 0, u32::MAX);
     future.resize(MAX_ENCODED_LEN + 100, 0xEE);
     assert_eq!(
         Decision::decode(&future),
-        Err(DecodeError::UnsupportedVersion(2))
+        Err(DecodeError::UnsupportedVersion(3))
     );
     // Over the size bound by its count, with a length that disagrees and no checksum.
     let mut huge = header(1, 0, 1, 2, 3, 4, 0, MAX_BLOCKS as u32 + 1);
@@ -255,6 +302,18 @@ fn arb_decision() -> impl Strategy<Value = Decision> {
         (any::<u64>(), any::<u32>()).prop_map(|(w, r)| Action::RemoveKey {
             worker_id: w,
             dp_rank: r
+        }),
+        (any::<u64>(), any::<u32>(), prop::option::of(0..u64::MAX)).prop_map(|(w, r, c)| {
+            Action::SetCapacity {
+                worker_id: w,
+                dp_rank: r,
+                capacity: c,
+            }
+        }),
+        (any::<u64>(), any::<u32>(), any::<u64>()).prop_map(|(w, r, n)| Action::DropOlder {
+            worker_id: w,
+            dp_rank: r,
+            used_before: Duration::from_nanos(n),
         }),
     ];
     (any::<u64>(), any::<u64>(), any::<u64>(), action).prop_map(|(origin, seq, at, action)| {

@@ -113,6 +113,9 @@ pub fn chain_from(parent: Option<SequenceHash>, local: &[LocalBlockHash]) -> Vec
         .collect()
 }
 
+/// A saved snapshot, with the model's rows and capacities for it.
+type Saved = (Snapshot, SnapshotRows, Vec<(WorkerId, usize)>);
+
 /// The settings of an index under test.
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
@@ -155,7 +158,7 @@ pub struct Harness {
     records: u64,
     finds: u64,
     events: u64,
-    saved: Option<(Snapshot, SnapshotRows, Vec<(WorkerId, usize)>)>,
+    saved: Option<Saved>,
     /// Running requests: the index's handle, the model's, the tokens so far, and the
     /// prompt's length in tokens.
     requests: Vec<(RequestHandle, ModelRequest, Vec<u32>, usize)>,
