@@ -230,6 +230,21 @@ mod tests {
                 worker_id: 2,
                 dp_rank: 7,
             },
+            Action::SetCapacity {
+                worker_id: 3,
+                dp_rank: 1,
+                capacity: Some(u64::MAX - 1),
+            },
+            Action::SetCapacity {
+                worker_id: 3,
+                dp_rank: 1,
+                capacity: None,
+            },
+            Action::DropOlder {
+                worker_id: 4,
+                dp_rank: 0,
+                used_before: Duration::from_secs(9),
+            },
         ] {
             let d = Decision { action, ..route(0) };
             assert_eq!(Decision::decode(&d.encode()), Ok(d));
@@ -250,10 +265,10 @@ mod tests {
         flipped[HEADER + 2] ^= 1;
         assert_eq!(Decision::decode(&flipped), Err(DecodeError::Corrupted));
         let mut version = good.clone();
-        version[4] = 2;
+        version[4] = 3;
         assert_eq!(
             Decision::decode(&version),
-            Err(DecodeError::UnsupportedVersion(2))
+            Err(DecodeError::UnsupportedVersion(3))
         );
         assert_eq!(
             Decision::decode(&good[..good.len() - 1]),
