@@ -624,17 +624,18 @@ impl Harness {
     fn check_caps(&self) {
         let (per_worker, total) = self.model.caps_of();
         if let Some(cap) = per_worker {
+            let pinned = self.model.pinned_counts();
             for w in self.model.worker_ids() {
                 let held = self.model.stored_count(Some(w));
                 let cap = self.model.capacity_of(w).unwrap_or(cap);
-                let bound =
-                    cap.max(self.model.exact_count(Some(w))) + self.model.pinned_count(Some(w));
+                let pinned = pinned.get(&w).copied().unwrap_or(0);
+                let bound = cap.max(self.model.exact_count(Some(w))) + pinned;
                 assert!(held <= bound, "worker {w} holds {held} > {bound}");
             }
         }
         if let Some(cap) = total {
             let held = self.index.stats().entries;
-            let bound = cap.max(self.model.exact_count(None)) + self.model.pinned_count(None);
+            let bound = cap.max(self.model.exact_count(None)) + self.model.pinned_total();
             assert!(held <= bound, "{held} entries > {bound}");
         }
     }

@@ -248,15 +248,21 @@ impl Model {
         self.dropped_by_reports
     }
 
-    /// Pinned entries of `worker`'s registration (or of every registration).
-    pub fn pinned_count(&self, worker: Option<WorkerId>) -> usize {
-        let reg = worker.and_then(|w| self.registration.get(&w).copied());
-        if worker.is_some() && reg.is_none() {
-            return 0;
+    /// Pinned entries per registered worker, in one pass over the entries.
+    pub fn pinned_counts(&self) -> std::collections::HashMap<WorkerId, usize> {
+        let worker_of: std::collections::HashMap<Reg, WorkerId> =
+            self.registration.iter().map(|(&w, &r)| (r, w)).collect();
+        let mut out = std::collections::HashMap::new();
+        for ((reg, _), claim) in &self.entries {
+            if let (true, Some(&w)) = (claim.expiry == PIN, worker_of.get(reg)) {
+                *out.entry(w).or_default() += 1;
+            }
         }
-        self.entries
-            .iter()
-            .filter(|((r, _), c)| c.expiry == PIN && reg.map_or(true, |reg| *r == reg))
-            .count()
+        out
+    }
+
+    /// Pinned entries of every registration, removed ones' too.
+    pub fn pinned_total(&self) -> usize {
+        self.entries.values().filter(|c| c.expiry == PIN).count()
     }
 }

@@ -9,6 +9,7 @@ use approx_kv_tools::progress::When;
 use clap::{Parser, ValueEnum};
 
 use crate::fleet::Sharing;
+use crate::realism::{CapacityStart, Perturbation, Realism};
 
 /// The bundled default trace, relative to the repository root.
 pub const DEFAULT_TRACE: &str = "data/conversation_head2000.jsonl";
@@ -62,16 +63,46 @@ pub struct Cli {
     /// Decode speed of one request, tokens/s
     #[arg(long, value_name = "X", default_value_t = 25.0, value_parser = positive_f64, help_heading = "Cluster")]
     decode_tps: f64,
-
-    /// Routing policies to run, comma-separated (`approx` runs once per TTL of --ttls)
+    /// The cluster: simple (equal LRUs, every request routed by this router), or realistic
+    /// (the --perturbations on; see docs/replay.md)
+    #[arg(
+        long,
+        value_name = "KIND",
+        default_value = "simple",
+        help_heading = "Cluster"
+    )]
+    cluster: ClusterKind,
+    /// With --cluster realistic: which perturbations, comma-separated (sizes, pins,
+    /// restarts, foreign)
     #[arg(
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "round-robin,random,approx,approx-capacity,oracle",
+        default_value = "sizes,pins,restarts,foreign",
+        help_heading = "Cluster"
+    )]
+    perturbations: Vec<Perturbation>,
+    /// What the request-aware runs know of capacities at start: true, unknown, low4
+    /// (a quarter of the mean for all), high4 (four times)
+    #[arg(
+        long,
+        value_name = "KIND",
+        default_value = "true",
+        help_heading = "Cluster"
+    )]
+    capacity_start: CapacityStart,
+
+    /// Routing policies to run, comma-separated (`approx` runs once per TTL of --ttls)
+    /// [default: round-robin,random,approx,approx-capacity,oracle; with --cluster
+    /// realistic: round-robin,approx,approx-capacity,approx-lease,approx-feedback,
+    /// approx-learning,oracle]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
         help_heading = "Routing"
     )]
-    policies: Vec<PolicyKind>,
+    policies: Option<Vec<PolicyKind>>,
     /// TTLs of the approx runs, in seconds, comma-separated
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "60,120,300,600,1800", value_parser = ttl, help_heading = "Routing")]
     ttls: Vec<Duration>,
@@ -153,8 +184,23 @@ pub enum PolicyKind {
     Approx,
     /// This crate's index capped at each worker's cache size, no TTL
     ApproxCapacity,
+    /// Requests begun and finished (pinned while they run), capacities per --capacity-start
+    ApproxLease,
+    /// Decisions and the engines' cached-token reports, capacities per --capacity-start
+    ApproxFeedback,
+    /// Both: requests begun, reported on and finished, capacities learned from the reports
+    ApproxLearning,
     /// Exact knowledge of the simulated caches
     Oracle,
+}
+
+/// `--cluster`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClusterKind {
+    /// Equal LRUs; every request routed by this router
+    Simple,
+    /// The --perturbations on
+    Realistic,
 }
 
 /// `--sync`, before the delay is known.
@@ -194,6 +240,10 @@ pub struct Options {
     pub prefill_tps: f64,
     /// Decode tokens per second per request.
     pub decode_tps: f64,
+    /// The realistic cluster's perturbations (none: the simple cluster).
+    pub realism: Realism,
+    /// What request-aware runs know of capacities at start.
+    pub capacity_start: CapacityStart,
     /// The policy families to run, without repeats.
     pub policies: Vec<PolicyKind>,
     /// TTLs of the approx runs, sorted, without repeats.
@@ -240,8 +290,25 @@ impl From<Cli> for Options {
         let mut ttls = c.ttls;
         ttls.sort();
         ttls.dedup();
+        let realistic = c.cluster == ClusterKind::Realistic;
+        let asked = c.policies.unwrap_or_else(|| {
+            use PolicyKind::*;
+            if realistic {
+                vec![
+                    RoundRobin,
+                    Approx,
+                    ApproxCapacity,
+                    ApproxLease,
+                    ApproxFeedback,
+                    ApproxLearning,
+                    Oracle,
+                ]
+            } else {
+                vec![RoundRobin, Random, Approx, ApproxCapacity, Oracle]
+            }
+        });
         let mut policies = Vec::new();
-        for p in c.policies {
+        for p in asked {
             if !policies.contains(&p) {
                 policies.push(p);
             }
@@ -254,6 +321,12 @@ impl From<Cli> for Options {
             trace_block: c.trace_block,
             prefill_tps: c.prefill_tps,
             decode_tps: c.decode_tps,
+            realism: if realistic {
+                Realism::of(&c.perturbations)
+            } else {
+                Realism::default()
+            },
+            capacity_start: c.capacity_start,
             policies,
             ttls,
             threshold: c.threshold,

@@ -6,12 +6,13 @@ use crate::policy::Policy;
 use crate::report::Row;
 
 /// The policy families, in the order of the legend: colour and label.
-const FAMILIES: [(&str, &str); 5] = [
+const FAMILIES: [(&str, &str); 6] = [
     ("#9e9e9e", "round-robin"),
     ("#c7c7c7", "random"),
     ("#4477aa", "approx (TTL sweep)"),
     ("#228833", "approx, capacity only"),
     ("#ee7733", "oracle"),
+    ("#aa3377", "approx, request-aware"),
 ];
 
 /// The family of a policy, an index into [`FAMILIES`].
@@ -22,6 +23,7 @@ fn family(p: &Policy) -> usize {
         Policy::Approx { .. } => 2,
         Policy::ApproxCapacity { .. } => 3,
         Policy::Oracle => 4,
+        Policy::Requests { .. } => 5,
     }
 }
 
@@ -85,6 +87,7 @@ mod tests {
             find_us: None,
             record_us: None,
             peak_entries: None,
+            pred_deliv: None,
         };
         let rows = [row(Policy::RoundRobin, 0.1), row(Policy::Oracle, 0.5)];
         let svg = svg(&rows, &["a <b> & c".into()]).unwrap();

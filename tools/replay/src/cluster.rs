@@ -16,12 +16,25 @@ pub struct Speeds {
     pub decode_tps: f64,
 }
 
-/// W workers, each an LRU of `capacity` index blocks plus the end times of the requests
-/// it is serving.
+/// A request in service: when it ends, and the blocks it pins until then (none unless
+/// the cluster pins running requests).
+#[derive(Debug, Clone)]
+struct Running {
+    end_ms: u64,
+    /// Its blocks in the order they are freed: decode blocks last to first, then the
+    /// prompt's last to first.
+    blocks: Vec<u64>,
+}
+
+/// W workers, each an LRU of index blocks plus the requests it is serving.
 #[derive(Debug)]
 pub struct Cluster {
     caches: Vec<Lru>,
-    running: Vec<Vec<u64>>,
+    running: Vec<Vec<Running>>,
+    /// Running requests' blocks are pinned until they end, then freed tail first.
+    pins: bool,
+    /// Workers that restarted.
+    restarted: Vec<usize>,
     served: Vec<u64>,
     speeds: Speeds,
     block_size: u64,
@@ -30,12 +43,21 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// An empty cluster.
+    /// An empty cluster of `workers` equal LRUs of `capacity` blocks.
+    #[cfg(test)]
     pub fn new(workers: usize, capacity: usize, block_size: u32, speeds: Speeds) -> Self {
+        Self::with(&vec![capacity; workers], block_size, speeds, false)
+    }
+
+    /// An empty cluster, one worker per capacity; `pins`: running requests' blocks stay
+    /// until they end.
+    pub fn with(capacities: &[usize], block_size: u32, speeds: Speeds, pins: bool) -> Self {
         Self {
-            caches: (0..workers).map(|_| Lru::new(capacity)).collect(),
-            running: vec![Vec::new(); workers],
-            served: vec![0; workers],
+            caches: capacities.iter().map(|&c| Lru::new(c)).collect(),
+            running: vec![Vec::new(); capacities.len()],
+            pins,
+            restarted: Vec::new(),
+            served: vec![0; capacities.len()],
             speeds,
             block_size: u64::from(block_size),
             eviction_ages_ms: Vec::new(),
@@ -47,12 +69,46 @@ impl Cluster {
         &self.served
     }
 
-    /// Requests each worker is serving at `now_ms` (those that finished are dropped).
+    /// Requests each worker is serving at `now_ms` (those that finished are dropped,
+    /// their pinned blocks freed in order of their ends).
     pub fn loads(&mut self, now_ms: u64, out: &mut Vec<u32>) {
         out.clear();
-        for running in &mut self.running {
-            running.retain(|&end| end > now_ms);
+        for (running, cache) in self.running.iter_mut().zip(&mut self.caches) {
+            let mut ended: Vec<Running> = Vec::new();
+            running.retain(|r| {
+                let done = r.end_ms <= now_ms;
+                if done && !r.blocks.is_empty() {
+                    ended.push(r.clone());
+                }
+                !done
+            });
+            ended.sort_by_key(|r| r.end_ms);
+            for r in ended {
+                for &key in &r.blocks {
+                    cache.unpin(key);
+                    cache.touch(key, r.end_ms);
+                }
+            }
             out.push(running.len() as u32);
+        }
+    }
+
+    /// Restarts the workers whose time in `restarts` has come by `now_ms` (each once:
+    /// `restarted` remembers).
+    pub fn restart_due(&mut self, restarts: &[Option<u64>], now_ms: u64) {
+        for (w, at) in restarts.iter().enumerate() {
+            if at.is_some_and(|at| at <= now_ms) && !self.restarted.contains(&w) {
+                self.restarted.push(w);
+                self.restart(w);
+            }
+        }
+    }
+
+    /// Worker `w`'s engine restarts: its cache is empty, its running requests' blocks gone.
+    fn restart(&mut self, w: usize) {
+        self.caches[w].clear();
+        for r in &mut self.running[w] {
+            r.blocks.clear();
         }
     }
 
@@ -78,13 +134,17 @@ impl Cluster {
                 ages.push(u32::try_from(a).unwrap_or(u32::MAX));
             }
         };
-        for j in (0..u64::from(req.decode_blocks)).rev() {
+        let decode = (0..u64::from(req.decode_blocks))
+            .rev()
             // Unique per (request, block): never matched, but takes room.
-            let key = mix64(((id as u64) << 25 | j) ^ 0xD1CE_D1CE_D1CE_D1CE);
+            .map(|j| mix64(((id as u64) << 25 | j) ^ 0xD1CE_D1CE_D1CE_D1CE));
+        let mut blocks = Vec::new();
+        for key in decode.chain(req.seq.iter().rev().map(|s| s.0)) {
             note(cache.touch(key, now_ms));
-        }
-        for s in req.seq.iter().rev() {
-            note(cache.touch(s.0, now_ms));
+            if self.pins {
+                cache.pin(key); // in use until the request ends
+                blocks.push(key);
+            }
         }
         let uncached = req
             .input_length
@@ -92,7 +152,10 @@ impl Cluster {
         let secs = uncached as f64 / self.speeds.prefill_tps
             + req.output_length as f64 / self.speeds.decode_tps;
         let end = now_ms.saturating_add((secs * 1000.0).ceil() as u64);
-        self.running[w].push(end);
+        self.running[w].push(Running {
+            end_ms: end,
+            blocks,
+        });
         self.served[w] += 1;
         (hit, end)
     }

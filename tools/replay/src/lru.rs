@@ -25,6 +25,8 @@ pub struct Lru {
     head: u32,
     /// Least recently used: the next to go.
     tail: u32,
+    /// Keys in use by running requests (counted): never evicted while pinned.
+    pinned: HashMap<u64, u32, FxBuildHasher>,
 }
 
 impl Lru {
@@ -37,7 +39,28 @@ impl Lru {
             slots: Vec::new(),
             head: NONE,
             tail: NONE,
+            pinned: HashMap::default(),
         }
+    }
+
+    /// Pins `key` (held or not) once more: while pinned it is never evicted.
+    pub fn pin(&mut self, key: u64) {
+        *self.pinned.entry(key).or_default() += 1;
+    }
+
+    /// Takes one pin off `key`.
+    pub fn unpin(&mut self, key: u64) {
+        if let Some(n) = self.pinned.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.pinned.remove(&key);
+            }
+        }
+    }
+
+    /// Forgets everything, pins included (a restarted engine).
+    pub fn clear(&mut self) {
+        *self = Self::new(self.capacity);
     }
 
     /// Whether `key` is held (does not count as a use).
@@ -56,7 +79,22 @@ impl Lru {
             return None;
         }
         let mut evicted_age = None;
-        let i = if self.slots.len() < self.capacity {
+        // Pinned keys at the tail are in use: they move to the front, so the least
+        // recently used unpinned key goes. If every key is pinned, the cache grows.
+        let mut looked = 0;
+        while self.tail != NONE
+            && looked < self.slots.len()
+            && self
+                .pinned
+                .contains_key(&self.slots[self.tail as usize].key)
+        {
+            let i = self.tail;
+            self.unlink(i);
+            self.push_front(i);
+            looked += 1;
+        }
+        let all_pinned = looked >= self.slots.len() && !self.slots.is_empty();
+        let i = if self.slots.len() < self.capacity || all_pinned {
             self.slots.push(Slot {
                 key,
                 prev: NONE,
@@ -140,5 +178,24 @@ mod tests {
             }
             assert!((0..12).all(|x| lru.contains(x) == model.contains(&x)));
         }
+    }
+
+    #[test]
+    fn pinned_keys_are_never_evicted() {
+        let mut lru = Lru::new(2);
+        lru.touch(1, 0);
+        lru.pin(1);
+        lru.touch(2, 1);
+        lru.touch(3, 2); // evicts 2, not the pinned 1
+        assert!(lru.contains(1) && lru.contains(3) && !lru.contains(2));
+        lru.pin(3);
+        lru.touch(4, 3); // all pinned: the cache grows
+        assert!(lru.contains(1) && lru.contains(3) && lru.contains(4));
+        lru.unpin(1);
+        lru.unpin(3);
+        lru.touch(5, 4);
+        assert!(lru.contains(5));
+        lru.clear();
+        assert!(!lru.contains(5));
     }
 }

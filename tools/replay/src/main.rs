@@ -11,6 +11,7 @@ mod fleet;
 mod lru;
 mod policy;
 mod progress;
+mod realism;
 #[cfg(feature = "redis")]
 mod redis_sync;
 mod replay;
@@ -72,11 +73,26 @@ fn policies(o: &Options) -> Vec<Policy> {
             }));
         }
         if asked(PolicyKind::ApproxCapacity) {
+            // One cap for all: the mean of the workers' caches.
+            let capacities = o.realism.capacities(o.workers, o.cache_blocks);
             out.push(Policy::ApproxCapacity {
                 ttl: CAPACITY_TTL,
-                blocks: o.cache_blocks,
-                fleet,
+                blocks: capacities.iter().sum::<usize>() / capacities.len().max(1),
+                fleet: fleet.clone(),
             });
+        }
+        for (kind, lease, feedback) in [
+            (PolicyKind::ApproxLease, true, false),
+            (PolicyKind::ApproxFeedback, false, true),
+            (PolicyKind::ApproxLearning, true, true),
+        ] {
+            if asked(kind) {
+                out.push(Policy::Requests {
+                    calls: policy::Calls { lease, feedback },
+                    start: o.capacity_start,
+                    fleet: fleet.clone(),
+                });
+            }
         }
     }
     if asked(PolicyKind::Oracle) {
@@ -133,10 +149,16 @@ fn run(o: &Options) -> Result<(), String> {
     let span = requests.last().map_or(Duration::ZERO, |r| r.at)
         - requests.first().map_or(Duration::ZERO, |r| r.at);
     let policies = policies(o);
+    let trace_span = (
+        requests.first().map_or(Duration::ZERO, |r| r.at),
+        requests.last().map_or(Duration::ZERO, |r| r.at),
+    );
     let setup = replay::Setup {
         requests: &requests,
         workers: o.workers,
-        cache_blocks: o.cache_blocks,
+        capacities: o.realism.capacities(o.workers, o.cache_blocks),
+        restarts: o.realism.restarts(o.workers, trace_span, o.seed),
+        realism: o.realism,
         block_size: o.block_size,
         speeds: Speeds {
             prefill_tps: o.prefill_tps,
@@ -169,6 +191,30 @@ fn run(o: &Options) -> Result<(), String> {
         o.prefill_tps,
         o.decode_tps,
     ));
+    let r = o.realism;
+    if r != realism::Realism::default() {
+        let on: Vec<&str> = [
+            (r.sizes, "sizes (odd workers twice the blocks)"),
+            (
+                r.pins,
+                "pins (running requests' blocks kept until they end)",
+            ),
+            (r.restarts, "restarts (each worker once)"),
+            (
+                r.foreign,
+                "foreign (a quarter of the requests routed by another router)",
+            ),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, what)| *what)
+        .collect();
+        out.push_str(&format!(
+            "realistic  {}; capacities known at start: {}\n",
+            on.join(", "),
+            o.capacity_start.name()
+        ));
+    }
     out.push_str(&format!(
         "routing  candidates: load <= min load + {}; pick max {} * overlap - load; {} thread(s), {}\n",
         o.threshold,

@@ -7,6 +7,7 @@ use approx_kv_index::Builder;
 use approx_kv_rng::{mix64, SplitMix64};
 
 use crate::fleet::Fleet;
+use crate::realism::CapacityStart;
 
 /// Which router a run uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +28,15 @@ pub enum Policy {
         /// The router replicas.
         fleet: Fleet,
     },
+    /// This crate's index, told each request's life and what the engine found cached.
+    Requests {
+        /// Which calls the router makes.
+        calls: Calls,
+        /// What it knows of capacities at start.
+        start: CapacityStart,
+        /// The router replicas.
+        fleet: Fleet,
+    },
     /// Exact knowledge of the simulated caches.
     Oracle,
     /// Request `i` goes to worker `i mod W`.
@@ -43,6 +53,17 @@ impl Policy {
                 format!("approx ttl={}{}", fmt_ttl(*ttl), fleet.suffix())
             }
             Policy::ApproxCapacity { fleet, .. } => format!("approx-capacity{}", fleet.suffix()),
+            Policy::Requests {
+                calls,
+                start,
+                fleet,
+            } => {
+                let start = match start {
+                    CapacityStart::True => String::new(),
+                    other => format!(" start={}", other.name()),
+                };
+                format!("{}{start}{}", calls.name(), fleet.suffix())
+            }
             Policy::Oracle => "oracle".into(),
             Policy::RoundRobin => "round-robin".into(),
             Policy::Random => "random".into(),
@@ -57,8 +78,41 @@ impl Policy {
     /// The router replicas of an index policy.
     pub fn fleet(&self) -> Option<&Fleet> {
         match self {
-            Policy::Approx { fleet, .. } | Policy::ApproxCapacity { fleet, .. } => Some(fleet),
+            Policy::Approx { fleet, .. }
+            | Policy::ApproxCapacity { fleet, .. }
+            | Policy::Requests { fleet, .. } => Some(fleet),
             _ => None,
+        }
+    }
+}
+
+/// The calls a request-aware router makes beside `find`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Calls {
+    /// `begin_request` at the decision, `finish_request` when the request ends (else a
+    /// request is finished as soon as it is begun: a plain decision).
+    pub lease: bool,
+    /// `observe_cached` with what the engine found cached.
+    pub feedback: bool,
+}
+
+impl Calls {
+    /// The row's name.
+    pub fn name(self) -> &'static str {
+        match (self.lease, self.feedback) {
+            (true, true) => "approx-learning",
+            (true, false) => "approx-lease",
+            (false, true) => "approx-feedback",
+            (false, false) => "approx-requests",
+        }
+    }
+
+    /// The TTL of its index: none when capacities are known from the start (they bound
+    /// it), two minutes while they are unknown.
+    pub fn ttl(start: CapacityStart) -> Duration {
+        match start {
+            CapacityStart::Unknown => Duration::from_secs(120),
+            _ => Duration::MAX,
         }
     }
 }

@@ -8,14 +8,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, ManualClock, Query};
+use approx_kv_index::{ApproxKvIndexer, ManualClock, Query, RequestHandle};
 use parking_lot::Mutex;
 
 use crate::args::Pace;
 use crate::cluster::{Cluster, Speeds};
 use crate::fleet::{Fleet, Replicas};
-use crate::policy::{self, Balance, Policy};
+use crate::policy::{self, Balance, Calls, Policy};
 use crate::progress::Bar;
+use crate::realism::Realism;
 use crate::workload::Request;
 
 /// Mixed into the seed of the load balancer's choice of replica, so it differs from the
@@ -23,14 +24,18 @@ use crate::workload::Request;
 const LOAD_BALANCER: u64 = 0x10AD_BA1A_0CE5_EED5;
 
 /// What a run needs besides its policy.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Setup<'a> {
     /// The requests, in arrival order.
     pub requests: &'a [Request],
     /// Simulated workers.
     pub workers: usize,
-    /// LRU capacity per worker, in blocks.
-    pub cache_blocks: usize,
+    /// Each worker's LRU capacity, in blocks.
+    pub capacities: Vec<usize>,
+    /// When each worker's engine restarts (trace ms), if it does.
+    pub restarts: Vec<Option<u64>>,
+    /// The realistic cluster's perturbations.
+    pub realism: Realism,
     /// Tokens per block.
     pub block_size: u32,
     /// Service-time model.
@@ -69,6 +74,8 @@ pub struct RunResult {
     pub peak_entries: usize,
     /// A line on decision sharing (runs synced through Redis).
     pub note: Option<String>,
+    /// Index runs: the chosen worker's found depth, summed over this router's requests.
+    pub predicted_blocks: u64,
 }
 
 /// Per-thread tallies, merged at the end.
@@ -76,6 +83,7 @@ pub struct RunResult {
 struct Tally {
     hit_blocks: u64,
     prompt_blocks: u64,
+    predicted_blocks: u64,
     find_ns: Vec<u64>,
     record_ns: Vec<u64>,
     route_ns: u64,
@@ -88,20 +96,44 @@ enum Router {
         clock: Arc<ManualClock>,
         next_sweep_ms: AtomicU64,
         peak_entries: AtomicUsize,
+        /// A request-aware router's calls and running requests.
+        requests: Option<Requests>,
     },
     Oracle,
     RoundRobin,
     Random(u64),
 }
 
+/// The running requests of a request-aware router: (end, handle), finished once the
+/// trace passes their end.
+struct Requests {
+    calls: Calls,
+    running: Mutex<Vec<(u64, RequestHandle)>>,
+}
+
+impl Requests {
+    /// Finishes every request that ended by `now_ms`, in order of their ends.
+    fn finish_due(&self, now_ms: u64) {
+        let mut running = self.running.lock();
+        if !running.iter().any(|(end, _)| *end <= now_ms) {
+            return;
+        }
+        let (mut done, rest): (Vec<_>, Vec<_>) =
+            running.drain(..).partition(|(end, _)| *end <= now_ms);
+        *running = rest;
+        done.sort_by_key(|(end, _)| *end);
+        drop(done); // each handle's drop is its finish
+    }
+}
+
 /// Runs `policy`; `run` is its position, for the progress bar.
 pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<RunResult, String> {
     let router = router(setup, policy, run)?;
-    let cluster = Mutex::new(Cluster::new(
-        setup.workers,
-        setup.cache_blocks,
+    let cluster = Mutex::new(Cluster::with(
+        &setup.capacities,
         setup.block_size,
         setup.speeds,
+        setup.realism.pins,
     ));
     let next = AtomicUsize::new(0);
     bar.start(run, &policy.name());
@@ -119,6 +151,7 @@ pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<
     for t in tallies {
         total.hit_blocks += t.hit_blocks;
         total.prompt_blocks += t.prompt_blocks;
+        total.predicted_blocks += t.predicted_blocks;
         total.find_ns.extend(t.find_ns);
         total.record_ns.extend(t.record_ns);
         total.route_ns += t.route_ns;
@@ -149,6 +182,7 @@ pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<
         eviction_ages_ms: cluster.eviction_ages_ms,
         peak_entries,
         note,
+        predicted_blocks: total.predicted_blocks,
     })
 }
 
@@ -171,11 +205,30 @@ fn router(setup: &Setup<'_>, policy: &Policy, run: usize) -> Result<Router, Stri
             clock,
             next_sweep_ms: AtomicU64::new(1000),
             peak_entries: AtomicUsize::new(0),
+            requests: None,
         })
     };
     match policy {
         Policy::Approx { ttl, .. } => index(*ttl, None),
         Policy::ApproxCapacity { ttl, blocks, .. } => index(*ttl, Some(*blocks)),
+        Policy::Requests { calls, start, .. } => {
+            let mut router = index(Calls::ttl(*start), None)?;
+            if let Router::Index {
+                replicas, requests, ..
+            } = &mut router
+            {
+                for index in replicas.all() {
+                    for (w, capacity) in start.initial(&setup.capacities).into_iter().enumerate() {
+                        index.set_worker_capacity(w as u64, capacity);
+                    }
+                }
+                *requests = Some(Requests {
+                    calls: *calls,
+                    running: Mutex::new(Vec::new()),
+                });
+            }
+            Ok(router)
+        }
         Policy::Oracle => Ok(Router::Oracle),
         Policy::RoundRobin => Ok(Router::RoundRobin),
         Policy::Random => Ok(Router::Random(setup.seed)),
@@ -200,14 +253,25 @@ fn route_all(
             return t;
         };
         let now_ms = u64::try_from(req.at.as_millis()).unwrap_or(u64::MAX);
+        cluster.lock().restart_due(&setup.restarts, now_ms);
+        if let Some(w) = setup.realism.foreign(setup.seed, i, setup.workers) {
+            // Another router's request: this one never sees it, but the engine serves it.
+            cluster.lock().serve(w, i, req, now_ms);
+            bar.inc();
+            continue;
+        }
         // The replica the load balancer hands this request to (uniformly at random).
         let mut replica = None;
+        // An index run's prediction for the chosen worker, and its running request.
+        let mut predicted = None;
+        let mut handle = None;
         let worker = match router {
             Router::Index {
                 replicas,
                 clock,
                 next_sweep_ms,
                 peak_entries,
+                requests,
             } => {
                 if let Pace::Speedup(x) = setup.pace {
                     let wait = Duration::try_from_secs_f64((req.at - origin).as_secs_f64() / x);
@@ -247,9 +311,17 @@ fn route_all(
                 let t1 = Instant::now();
                 let overlap = |w: usize| found.scores.get(&(w as u64)).copied().unwrap_or(0);
                 let w = setup.balance.choose(&loads, overlap, i);
+                predicted = Some(overlap(w));
+                if let Some(requests) = requests {
+                    requests.finish_due(now_ms);
+                }
                 let t2 = Instant::now();
-                // Equal lengths by construction: the error cannot happen.
-                let _ = index.record(w as u64, Query::hashes(&req.local, &req.seq));
+                let query = Query::hashes(&req.local, &req.seq);
+                match requests {
+                    Some(r) => handle = Some((r, index.begin_request(w as u64, query), index)),
+                    // Equal lengths by construction: the error cannot happen.
+                    None => drop(index.record(w as u64, query)),
+                }
                 let t3 = Instant::now();
                 t.find_ns.push((t1 - t0).as_nanos() as u64);
                 t.record_ns.push((t3 - t2).as_nanos() as u64);
@@ -270,6 +342,17 @@ fn route_all(
         if let (Router::Index { replicas, .. }, Some(r)) = (router, replica) {
             replicas.routed(r, worker, now_ms, end_ms);
         }
+        if let Some((requests, handle, index)) = handle {
+            if requests.calls.feedback {
+                // What the engine reports: the cached prompt tokens of the hit blocks.
+                let cached = (hit as u64 * u64::from(setup.block_size)).min(req.input_length);
+                index.observe_cached(&handle, cached as usize);
+            }
+            if requests.calls.lease {
+                requests.running.lock().push((end_ms, handle));
+            }
+        }
+        t.predicted_blocks += u64::from(predicted.unwrap_or(0));
         t.hit_blocks += hit as u64;
         t.prompt_blocks += req.seq.len() as u64;
         bar.inc();

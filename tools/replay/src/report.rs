@@ -26,6 +26,9 @@ pub struct Row {
     pub record_us: Option<(f64, f64)>,
     /// Peak (block, worker) entries in the index.
     pub peak_entries: Option<usize>,
+    /// Index runs: blocks predicted (the chosen worker's found depth) over blocks
+    /// delivered (its real prefix hit).
+    pub pred_deliv: Option<f64>,
 }
 
 /// The `q` quantile (0..=1) of `xs`, nearest rank; `xs` is reordered.
@@ -70,6 +73,8 @@ pub fn rows(results: &mut [RunResult], threads: usize) -> Vec<Row> {
                 find_us: percentiles_us(&mut r.find_ns),
                 record_us: percentiles_us(&mut r.record_ns),
                 peak_entries: uses_index.then_some(r.peak_entries),
+                pred_deliv: (uses_index && r.hit_blocks > 0)
+                    .then(|| r.predicted_blocks as f64 / r.hit_blocks as f64),
             }
         })
         .collect()
@@ -88,7 +93,7 @@ pub fn table(rows: &[Row]) -> String {
         .fold(18, usize::max);
     let _ = writeln!(
         s,
-        "{:<w$} {:>8} {:>9} {:>8} {:>10} {:>15} {:>15} {:>10}",
+        "{:<w$} {:>8} {:>9} {:>8} {:>10} {:>15} {:>15} {:>10} {:>10}",
         "policy",
         "hit rate",
         "vs oracle",
@@ -96,18 +101,19 @@ pub fn table(rows: &[Row]) -> String {
         "req/s",
         "find p50/p99",
         "record p50/p99",
-        "entries"
+        "entries",
+        "predicted"
     );
     let _ = writeln!(
         s,
-        "{:<w$} {:>8} {:>9} {:>8} {:>10} {:>15} {:>15} {:>10}",
-        "", "", "", "max/mean", "(router)", "µs", "µs", "(peak)"
+        "{:<w$} {:>8} {:>9} {:>8} {:>10} {:>15} {:>15} {:>10} {:>10}",
+        "", "", "", "max/mean", "(router)", "µs", "µs", "(peak)", "/delivered"
     );
     for r in rows {
         let pair = |p: Option<(f64, f64)>| opt(p.map(|(a, b)| format!("{a:.1} / {b:.1}")));
         let _ = writeln!(
             s,
-            "{:<w$} {:>7.1}% {:>9} {:>8.2} {:>10} {:>15} {:>15} {:>10}",
+            "{:<w$} {:>7.1}% {:>9} {:>8.2} {:>10} {:>15} {:>15} {:>10} {:>10}",
             r.name,
             r.hit_rate * 100.0,
             opt(r.vs_oracle.map(|v| format!("{v:.2}x"))),
@@ -116,6 +122,7 @@ pub fn table(rows: &[Row]) -> String {
             pair(r.find_us),
             pair(r.record_us),
             opt(r.peak_entries.map(|v| v.to_string())),
+            opt(r.pred_deliv.map(|v| format!("{v:.2}"))),
         );
     }
     s

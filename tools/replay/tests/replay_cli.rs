@@ -489,3 +489,49 @@ fn a_ca_without_a_tls_url_is_a_usage_error() {
         stderr(&o)
     );
 }
+
+#[test]
+fn the_realistic_cluster_runs_its_rows_and_each_perturbation_alone() {
+    let dir = scratch("realistic");
+    let trace = write_trace(&dir, &CHAT);
+    let mut args = vec![trace.to_str().unwrap(), "--cluster", "realistic"];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("realistic  sizes"), "{out}");
+    for policy in [
+        "round-robin",
+        "approx-capacity",
+        "approx-lease",
+        "approx-feedback",
+        "approx-learning",
+        "oracle",
+    ] {
+        row(&out, policy);
+    }
+    assert!(out.contains("/delivered"), "{out}");
+    // Pins alone, nothing foreign: the conversation's turns all land where its blocks are.
+    let mut args = vec![
+        trace.to_str().unwrap(),
+        "--cluster",
+        "realistic",
+        "--perturbations",
+        "pins",
+        "--capacity-start",
+        "unknown",
+    ];
+    args.extend(SMALL);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(row(&out, "oracle").contains("55.6%"), "{out}");
+    let learning = row(&out, "approx-learning start=unknown");
+    assert!(
+        learning.contains("55.6%") && learning.contains("1.00"),
+        "{out}"
+    );
+    let o = run(&[trace.to_str().unwrap(), "--perturbations", "gravity"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
