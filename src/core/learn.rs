@@ -23,6 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use dashmap::DashMap;
 
 use super::Core;
+use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
 use crate::SequenceHash;
 
@@ -41,7 +42,7 @@ pub(crate) struct GhostTable {
 struct SlotGhosts {
     generation: u16,
     stamp: u64,
-    latest: HashMap<SequenceHash, u64>,
+    latest: HashMap<SequenceHash, u64, IdBuildHasher>,
     order: VecDeque<(SequenceHash, u64)>,
 }
 

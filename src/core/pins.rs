@@ -25,6 +25,7 @@ use crossbeam_epoch as epoch;
 use dashmap::DashMap;
 
 use super::Core;
+use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
 use crate::tree::{HashedQuery, Span, Walk, Writing};
 use crate::workers::WriteKind;
@@ -45,7 +46,7 @@ pub(crate) struct PinTable {
 #[derive(Default)]
 struct SlotPins {
     generation: u16,
-    counts: HashMap<SequenceHash, u32>,
+    counts: HashMap<SequenceHash, u32, IdBuildHasher>,
 }
 
 /// What a request's begin found and did: the handle keeps it.
