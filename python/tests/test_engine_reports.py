@@ -233,3 +233,10 @@ def test_a_loss_teaches_a_first_capacity(index):
     assert index.observe_cached(handle, BLOCK)
     assert index.worker_capacity(1) == 2
     assert index.stats()["capacities_learned"] == 1
+
+
+def test_capacities_travel_with_snapshots(index):
+    index.set_worker_capacity(3, 7, dp_rank=1)
+    fresh = ApproxKvIndexer(block_size=BLOCK, ttl=60.0)
+    fresh.restore(index.snapshot())
+    assert fresh.worker_capacity(3, dp_rank=1) == 7

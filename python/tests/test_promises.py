@@ -28,14 +28,16 @@ def prompt(start, blocks):
 
 
 def snapshot_entries(data):
-    """The entries of a snapshot, in the format documented in src/snapshot.rs (version 1,
+    """The entries of a snapshot, in the format documented in src/snapshot.rs (version 2,
     little-endian): header `AKVISNAP`, version u32, block size u32, count u64; per entry
     worker u64, dp rank u32, block u64, parent u64, local u64, depth u32, flags u8, TTL
-    left in ns u64; then an 8-byte checksum."""
+    left in ns u64; then a capacity count u64 and per capacity worker u64, dp rank u32,
+    blocks u64; then an 8-byte checksum."""
     magic, version, block_size, count = struct.unpack_from("<8sIIQ", data, 0)
-    assert (magic, version) == (b"AKVISNAP", 1)
+    assert (magic, version) == (b"AKVISNAP", 2)
     entry = struct.Struct("<QIQQQIBQ")
-    assert len(data) == 24 + count * entry.size + 8
+    (capacities,) = struct.unpack_from("<Q", data, 24 + count * entry.size)
+    assert len(data) == 24 + count * entry.size + 8 + capacities * 20 + 8
     rows = [entry.unpack_from(data, 24 + i * entry.size) for i in range(count)]
     return block_size, [
         {"worker": r[0], "dp_rank": r[1], "depth": r[5], "exact": r[6], "ttl_left_ns": r[7]}
@@ -569,8 +571,8 @@ def test_restore_rejects_truncated_foreign_and_newer_snapshots():
         with pytest.raises(ValueError):
             index.restore(bad)
     newer = bytearray(data)
-    newer[8:12] = (2).to_bytes(4, "little")  # format version 2
-    with pytest.raises(ValueError, match="unsupported snapshot version 2"):
+    newer[8:12] = (3).to_bytes(4, "little")  # format version 3
+    with pytest.raises(ValueError, match="unsupported snapshot version 3"):
         index.restore(bytes(newer))
     with pytest.raises(TypeError, match="restore takes bytes from snapshot"):
         index.restore(None)
