@@ -97,7 +97,7 @@ enum Router {
         next_sweep_ms: AtomicU64,
         peak_entries: AtomicUsize,
         /// A request-aware router's calls and running requests.
-        requests: Option<Requests>,
+        requests: Option<Box<Requests>>,
     },
     Oracle,
     RoundRobin,
@@ -222,10 +222,10 @@ fn router(setup: &Setup<'_>, policy: &Policy, run: usize) -> Result<Router, Stri
                         index.set_worker_capacity(w as u64, capacity);
                     }
                 }
-                *requests = Some(Requests {
+                *requests = Some(Box::new(Requests {
                     calls: *calls,
                     running: Mutex::new(Vec::new()),
-                });
+                }));
             }
             Ok(router)
         }
