@@ -182,6 +182,7 @@ impl Evictor<'_> {
             budget,
             span: decision.span,
             blocks: usize::MAX,
+            lower_to: None,
         };
         let mut evicted = Vec::new();
         let forget = |block| {

@@ -9,10 +9,11 @@
 //! it. Every request pins a whole path from the root, so the pinned blocks of a worker are
 //! closed under prefixes and counts never grow with depth along a path: a request's
 //! blocks whose count falls to zero when it is released are the deepest ones of its path.
-//! Those are taken out by a walk from the request's leaf that settles exactly that many
-//! blocks, and the whole path is recorded again as a decision taken at the release, with a
-//! fresh expiry, a timer and a log entry: released blocks then expire one TTL after the
-//! release, and caps evict them in release order, deepest first.
+//! A walk from the request's leaf lowers exactly that many claims in place, from `PIN` to a
+//! fresh expiry, and the whole path is recorded again as a decision taken at the release
+//! with that expiry, a timer and a log entry: released blocks then expire one TTL after the
+//! release, and caps evict them in release order, deepest first. Lowering, not removing,
+//! keeps the prefix of the worker's deeper blocks off the path (claimed earlier, so lower).
 //!
 //! A slot's pin operations (pin, release) run under its entry's lock in the table, so a
 //! release's walk never removes a block that another request pinned meanwhile. Entries are
@@ -198,9 +199,9 @@ impl Core {
             return;
         }
         if self.workers.generation(slot) == generation {
-            self.unpin(slot, seq, released, &guard);
             let now = self.now();
             let expiry = self.expiry_for(slot, now, self.ttl_nanos);
+            self.unpin(slot, seq, (released, expiry), &guard);
             // The released entries are evictable again: the caps may make room for them
             // now, as for entries just added.
             self.store_decision(slot, (local, seq), (expiry, false), released, &guard);
@@ -208,11 +209,18 @@ impl Core {
         self.workers.end_write(slot, WriteKind::Pinned);
     }
 
-    /// Takes `slot`'s pins off the deepest `released` blocks of the path `seq`: walks
-    /// from the leaf at threshold [`PIN`], settling exactly those blocks. A block a
-    /// `Removed` event took out meanwhile (or one held exactly with no claim to end)
-    /// stops a walk; the next starts above it.
-    fn unpin(&self, slot: Slot, seq: &[SequenceHash], released: usize, guard: &Writing<'_>) {
+    /// Takes `slot`'s pins off the deepest `released` blocks of the path `seq`, lowering
+    /// their claims to `expiry` in place (no entry leaves: a worker's deeper blocks off
+    /// the path, claimed earlier, keep their prefix): walks from the leaf, settling
+    /// exactly those blocks. A block a `Removed` event took out meanwhile (or one held
+    /// exactly with no claim to lower) stops a walk; the next starts above it.
+    fn unpin(
+        &self,
+        slot: Slot,
+        seq: &[SequenceHash],
+        (released, expiry): (usize, u64),
+        guard: &Writing<'_>,
+    ) {
         let lowest = seq.len() - released;
         let mut top = seq.len(); // seq[lowest..top] are still pinned
         while top > lowest {
@@ -224,10 +232,9 @@ impl Core {
                 budget: usize::MAX,
                 span: Span::Path,
                 blocks: top - lowest,
+                lower_to: Some(expiry),
             };
-            let walked = self
-                .tree
-                .walk(walk, |_| self.workers.adjust_entries(slot, -1), guard);
+            let walked = self.tree.walk(walk, |_| {}, guard);
             // The walk settled seq[top - settled..top], and stopped at the block below.
             top -= walked.settled;
             top = top.saturating_sub(1).max(lowest);

@@ -122,6 +122,7 @@ impl Core {
                 budget: usize::MAX,
                 span: Span::Path,
                 blocks: usize::MAX,
+                lower_to: None,
             };
             let walked = self.tree.walk(walk, uncount, &guard);
             freed += walked.removed;

@@ -343,6 +343,7 @@ mod tests {
                 budget: usize::MAX,
                 span: Span::Path,
                 blocks: usize::MAX,
+                lower_to: None,
             };
             let walked = tree.walk(walk, |_| {}, &guard);
             assert_eq!(walked.removed, if slot == 2 { 4 } else { 2 });

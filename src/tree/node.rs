@@ -124,6 +124,9 @@ pub(crate) enum Settle {
     Keep,
     /// End the approximate claim, keep the exact one.
     ClearApprox,
+    /// Lower the approximate claim to this expiry, still live (a released pin, whose
+    /// request's decision expires then).
+    Lower(u64),
     /// Remove the entry.
     Remove,
 }
@@ -135,7 +138,7 @@ pub(crate) enum Outcome {
     Absent,
     /// The entry was left as it was.
     Kept,
-    /// The entry's approximate claim was ended; its exact claim stays.
+    /// The entry's approximate claim was ended or lowered; the entry stays.
     Cleared,
     /// The entry, whose claim was `was`, was removed. If `last`, the node is now empty and
     /// the caller must unlink it while still holding the write lock.
@@ -531,6 +534,11 @@ impl Node {
                     self.word.store(0, Ordering::Release);
                     Outcome::Cleared
                 }
+                Settle::Lower(expiry) => {
+                    // As above; a reader sees the pin or the lower claim, live either way.
+                    self.word.store(expiry, Ordering::Release);
+                    Outcome::Cleared
+                }
                 Settle::Remove => {
                     self.mark_empty();
                     Outcome::Removed { was, last: true }
@@ -547,6 +555,11 @@ impl Node {
             Settle::ClearApprox => {
                 // No refresher runs concurrently: they need the read lock we exclude.
                 current[at].expiry.store(0, Ordering::Release);
+                Outcome::Cleared
+            }
+            Settle::Lower(expiry) => {
+                // As above; a reader sees the pin or the lower claim, live either way.
+                current[at].expiry.store(expiry, Ordering::Release);
                 Outcome::Cleared
             }
             Settle::Remove if cfg!(loom_break = "remove_in_place") && at + 1 == current.len() => {

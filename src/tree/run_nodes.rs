@@ -434,7 +434,8 @@ impl Tree {
             return RunWalk::Stop;
         }
         let len = r.len();
-        // Clearing an approximate claim removes no entry: only the block limit bounds it.
+        // Ending or lowering an approximate claim removes no entry: only the block limit
+        // bounds it.
         let room = if settle == Settle::Remove {
             budget.min(walk.blocks)
         } else {
@@ -447,10 +448,10 @@ impl Tree {
         }
         let others = holders.len() > 1;
         let (parent, depth) = (entry.get().parent(), entry.get().depth());
-        if settle == Settle::ClearApprox {
+        if settle != Settle::Remove {
             let mut entry = entry;
             let outcome = self.reshape(entry.get_mut(), guard, |n| {
-                n.settle(slot, |_| Settle::ClearApprox, guard)
+                n.settle(slot, |_| settle, guard)
             });
             debug_assert_eq!(outcome, Outcome::Cleared);
             return RunWalk::Removed {

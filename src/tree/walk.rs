@@ -39,11 +39,10 @@ impl Tree {
         let Walk {
             leaf,
             slot,
-            threshold,
-            slot_alive,
             budget,
             span,
             blocks,
+            ..
         } = walk;
         let (mut removed, mut settled) = (0, 0);
         let mut key = leaf.0;
@@ -100,7 +99,7 @@ impl Tree {
             }
             let (parent, depth) = (entry.get().parent(), entry.get().depth());
             let decide = |c| {
-                let settle = walk_decision(c, threshold, slot_alive);
+                let settle = walk.decide(c);
                 if settle == Settle::Remove {
                     forget(SequenceHash(key));
                 }
@@ -215,17 +214,24 @@ pub(crate) struct Walk {
     pub(crate) budget: usize,
     /// The whole path, or the leaf only.
     pub(crate) span: Span,
-    /// The most blocks it settles (entries removed or approximate claims ended): a
-    /// released request's blocks below those still pinned (`core/pins.rs`); `usize::MAX`
-    /// for every other walk.
+    /// The most blocks it settles (entries removed, approximate claims ended or
+    /// lowered): a released request's blocks below those still pinned (`core/pins.rs`);
+    /// `usize::MAX` for every other walk.
     pub(crate) blocks: usize,
+    /// A release's walk: approximate claims later than this (the pins) are lowered to it
+    /// instead of ended, and the walk stops at any other; `None` for every other walk.
+    pub(crate) lower_to: Option<u64>,
 }
 
 impl Walk {
     /// What the walk does with an entry whose claim is `c`.
     #[inline]
     pub(super) fn decide(&self, c: Claim) -> Settle {
-        walk_decision(c, self.threshold, self.slot_alive)
+        match self.lower_to {
+            Some(expiry) if c.expiry > expiry => Settle::Lower(expiry),
+            Some(_) => Settle::Keep,
+            None => walk_decision(c, self.threshold, self.slot_alive),
+        }
     }
 }
 

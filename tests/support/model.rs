@@ -30,8 +30,8 @@
 //! - `remove_worker(w)` (and a `Cleared` event): the worker's entries read as absent;
 //!   recording it again starts a new registration.
 //! - Requests (`requests.rs`): `begin` records the prompt with the claim [`PIN`] (no timer,
-//!   no log) and counts a pin per block; a release lowers the counts, removes the blocks
-//!   whose count reached zero (a walk at threshold `PIN` that settles that many) and
+//!   no log) and counts a pin per block; a release lowers the counts, lowers the claims
+//!   of the blocks whose count reached zero from `PIN` to the release's expiry, and
 //!   records the path as a decision taken then; dumps and snapshots give pinned entries
 //!   the TTL. A report of fewer blocks than predicted pops and walks every logged
 //!   decision of the registration expiring at or before the claim the worker had on its
@@ -327,30 +327,12 @@ impl Model {
         budget: usize,
         single: bool,
     ) -> (usize, Option<u64>) {
-        let (removed, _, resume) =
-            self.walk_settling(reg, leaf, (threshold, budget, usize::MAX), single);
-        (removed, resume)
-    }
-
-    /// [`walk`](Self::walk) that also stops once it has settled `blocks` blocks (removed
-    /// an entry or ended its approximate claim): a released request's (`requests.rs`).
-    /// Returns the entries removed, the blocks settled, and where a budget stopped it.
-    fn walk_settling(
-        &mut self,
-        reg: Reg,
-        leaf: u64,
-        (threshold, budget, blocks): (u64, usize, usize),
-        single: bool,
-    ) -> (usize, usize, Option<u64>) {
         let alive = self.alive(reg);
-        let (mut key, mut removed, mut settled) = (leaf, 0, 0);
+        let (mut key, mut removed) = (leaf, 0);
         self.walked.clear();
         loop {
-            if settled >= blocks {
-                break;
-            }
             if removed >= budget {
-                return (removed, settled, Some(key));
+                return (removed, Some(key));
             }
             let Some(&node) = self.nodes.get(&key) else {
                 break;
@@ -371,13 +353,12 @@ impl Model {
                 self.walked.push(key);
                 removed += 1;
             }
-            settled += 1;
             match node.parent {
                 Some(p) if node.depth > 0 && !single => key = p,
                 _ => break,
             }
         }
-        (removed, settled, None)
+        (removed, None)
     }
 
     fn log(&mut self, decision: Decision, sorted: bool) {

@@ -49,6 +49,7 @@ fn path_walk(leaf: SequenceHash, slot: Slot, threshold: u64, budget: usize) -> W
         budget,
         span: super::super::Span::Path,
         blocks: usize::MAX,
+        lower_to: None,
     }
 }
 

@@ -112,15 +112,16 @@ impl Model {
         if released == 0 {
             return;
         }
-        // Walks from the leaf, and from above each block a `Removed` event took out.
-        let lowest = seq.len() - released;
-        let mut top = seq.len();
-        while top > lowest {
-            let limits = (PIN, usize::MAX, top - lowest);
-            let (_, settled, _) = self.walk_settling(reg, seq[top - 1].0, limits, false);
-            top = (top - settled).saturating_sub(1).max(lowest);
-        }
+        // The released blocks' pins are lowered to the release's expiry (a block a
+        // `Removed` event took out, or held exactly with no claim, is passed over).
         let expiry = self.expiry_for(reg, now, self.ttl);
+        for s in &seq[seq.len() - released..] {
+            if let Some(claim) = self.entries.get_mut(&(reg, s.0)) {
+                if claim.expiry == PIN {
+                    claim.expiry = expiry;
+                }
+            }
+        }
         let claim = Claim {
             exact: false,
             expiry,
