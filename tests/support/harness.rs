@@ -514,6 +514,8 @@ impl Harness {
         let mut dumped = BTreeMap::new();
         let snapshot = self.model.snapshot(now);
         let local_of: BTreeMap<u64, u64> = snapshot.iter().map(|r| (r.1, r.4)).collect();
+        // (worker, block) of the events before the current one.
+        let mut earlier = std::collections::HashSet::new();
         for (i, event) in events.iter().enumerate() {
             assert_eq!(event.event_id, i as u64, "event ids count up");
             let KvCacheEventData::Stored(data) = &event.data else {
@@ -527,14 +529,12 @@ impl Harness {
             if let (0, Some(parent)) = (self.events, data.parent_hash) {
                 // Decisions only: a live child implies a live parent, dumped earlier (so
                 // caps evict deepest first, and no walk leaves a gap).
-                let earlier = events[..i].iter().any(|e| match &e.data {
-                    KvCacheEventData::Stored(d) => {
-                        e.worker_id == event.worker_id && d.blocks[0].block_hash == parent
-                    }
-                    _ => false,
-                });
-                assert!(earlier, "parent of {event:?} not dumped before it");
+                assert!(
+                    earlier.contains(&(event.worker_id, parent)),
+                    "parent of {event:?} not dumped before it"
+                );
             }
+            earlier.insert((event.worker_id, block.block_hash));
         }
         assert_eq!(
             dumped,
@@ -624,12 +624,9 @@ impl Harness {
     fn check_caps(&self) {
         let (per_worker, total) = self.model.caps_of();
         if let Some(cap) = per_worker {
-            let pinned = self.model.pinned_counts();
-            for w in self.model.worker_ids() {
-                let held = self.model.stored_count(Some(w));
+            for (w, [held, exact, pinned]) in self.model.counts_per_worker() {
                 let cap = self.model.capacity_of(w).unwrap_or(cap);
-                let pinned = pinned.get(&w).copied().unwrap_or(0);
-                let bound = cap.max(self.model.exact_count(Some(w))) + pinned;
+                let bound = cap.max(exact) + pinned;
                 assert!(held <= bound, "worker {w} holds {held} > {bound}");
             }
         }

@@ -249,14 +249,18 @@ impl Model {
         self.dropped_by_reports
     }
 
-    /// Pinned entries per registered worker, in one pass over the entries.
-    pub fn pinned_counts(&self) -> std::collections::HashMap<WorkerId, usize> {
+    /// Per registered worker, its stored, exact and pinned entries, in one pass over the
+    /// entries (the caps check runs after every step, over every worker).
+    pub fn counts_per_worker(&self) -> std::collections::HashMap<WorkerId, [usize; 3]> {
         let worker_of: std::collections::HashMap<Reg, WorkerId> =
             self.registration.iter().map(|(&w, &r)| (r, w)).collect();
-        let mut out = std::collections::HashMap::new();
+        let mut out: std::collections::HashMap<WorkerId, [usize; 3]> = Default::default();
         for ((reg, _), claim) in &self.entries {
-            if let (true, Some(&w)) = (claim.expiry == PIN, worker_of.get(reg)) {
-                *out.entry(w).or_default() += 1;
+            if let Some(&w) = worker_of.get(reg) {
+                let counts = out.entry(w).or_default();
+                counts[0] += 1;
+                counts[1] += usize::from(claim.exact);
+                counts[2] += usize::from(claim.expiry == PIN);
             }
         }
         out
