@@ -159,10 +159,10 @@ impl Core {
         true
     }
 
-    /// Releases a request's pins on the path (`local`, `seq`) of `slot`: blocks no other
-    /// running request pins are taken out and the whole path is recorded again as a
-    /// decision taken now. Changes nothing if the slot is not `generation`'s registration
-    /// any more.
+    /// Releases a request's pins on the path (`local`, `seq`) of `slot`: the claims of
+    /// blocks no other running request pins are lowered to a fresh expiry, and the whole
+    /// path is recorded again as a decision taken now with it. Changes nothing if the slot
+    /// is not `generation`'s registration any more.
     pub(crate) fn release(
         &self,
         slot: Slot,
