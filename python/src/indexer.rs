@@ -343,7 +343,7 @@ impl PyIndexer {
 }
 
 /// The key of `worker`, rank `dp_rank` (default 0).
-fn key(
+pub(crate) fn key(
     worker: &Bound<'_, PyAny>,
     dp_rank: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<WorkerWithDpRank> {

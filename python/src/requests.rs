@@ -6,7 +6,6 @@ use approx_kv_index::{HashSalt, Query, RequestHandle, WorkerWithDpRank};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::args::{u32_arg, u64_arg};
 use crate::indexer::PyIndexer;
 use crate::tokens::tokens;
 
@@ -94,11 +93,7 @@ impl PyIndexer {
         } else {
             (tokens, worker)
         };
-        let rank = match dp_rank.filter(|r| !r.is_none()) {
-            None => 0,
-            Some(r) => u32_arg(r, || "dp_rank".to_owned())?,
-        };
-        let key = WorkerWithDpRank::new(u64_arg(worker, || "worker".to_owned())?, rank);
+        let key = crate::indexer::key(worker, dp_rank)?;
         let tokens = self::tokens(tokens)?;
         let salt = HashSalt::new(lora, None);
         let handle = py.detach(|| {

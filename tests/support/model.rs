@@ -483,11 +483,27 @@ impl Model {
         local: &[LocalBlockHash],
         seq: &[SequenceHash],
     ) {
+        if seq.is_empty() {
+            return;
+        }
+        let reg = self.register(worker);
+        let expiry = self.expiry_for(reg, now, self.ttl);
+        self.store_decision(reg, (local, seq), expiry, 0);
+    }
+
+    /// Stores a decision of `reg` expiring at `expiry`: its claims, its timer, and with
+    /// caps its log entry and evictions (`unpinned`: entries a release just made
+    /// evictable again, evicted for as added ones).
+    fn store_decision(
+        &mut self,
+        reg: Reg,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+        expiry: u64,
+        unpinned: usize,
+    ) {
         let Some(leaf) = seq.last() else {
             return;
         };
-        let reg = self.register(worker);
-        let expiry = self.expiry_for(reg, now, self.ttl);
         let claim = Claim {
             exact: false,
             expiry,
@@ -511,7 +527,7 @@ impl Model {
             self.log(decision, false);
             // Expiries name a worker's decisions, except once saturated at the end of time.
             let fresh = (expiry != u64::MAX).then_some((expiry, seq.len()));
-            self.enforce(reg, added, fresh);
+            self.enforce(reg, added + unpinned, fresh);
         }
     }
 

@@ -3,7 +3,7 @@
 
 use approx_kv_index::{LocalBlockHash, SequenceHash, WorkerId};
 
-use super::{Claim, Decision, Model, Reg, PIN};
+use super::{Claim, Model, Reg, PIN};
 
 /// A running request as the model keeps it.
 #[derive(Debug, Clone)]
@@ -91,10 +91,7 @@ impl Model {
         let ModelRequest {
             reg, local, seq, ..
         } = request;
-        let Some(leaf) = seq.last() else {
-            return;
-        };
-        if !self.alive(reg) {
+        if seq.is_empty() || !self.alive(reg) {
             return;
         }
         for s in &seq {
@@ -122,30 +119,7 @@ impl Model {
                 }
             }
         }
-        let claim = Claim {
-            exact: false,
-            expiry,
-        };
-        let blocks: Vec<_> = seq
-            .iter()
-            .zip(&local)
-            .map(|(s, l)| (s.0, l.0, claim))
-            .collect();
-        let added = self.upsert_chain(reg, None, &blocks);
-        if !self.never {
-            self.timers.push((expiry, reg, leaf.0));
-        }
-        if self.caps() {
-            let decision = Decision {
-                reg,
-                expiry,
-                leaf: leaf.0,
-                single: false,
-            };
-            self.log(decision, false);
-            let fresh = (expiry != u64::MAX).then_some((expiry, seq.len()));
-            self.enforce(reg, added + released, fresh);
-        }
+        self.store_decision(reg, (&local, &seq), expiry, released);
     }
 
     /// `observe_cached` at `now` of `delivered` full blocks (the count already checked
