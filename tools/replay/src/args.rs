@@ -92,10 +92,16 @@ pub struct Cli {
     )]
     capacity_start: CapacityStart,
 
+    /// The engines publish KV events, delivered to the router SECS seconds after they
+    /// happen (approx-hybrid and events-only rows)
+    #[arg(long, value_name = "SECS", value_parser = lag, help_heading = "Cluster")]
+    events: Option<Duration>,
+
     /// Routing policies to run, comma-separated (`approx` runs once per TTL of --ttls)
     /// [default: round-robin,random,approx,approx-capacity,oracle; with --cluster
     /// realistic: round-robin,approx,approx-capacity,approx-lease,approx-feedback,
-    /// approx-learning,oracle]
+    /// approx-learning,bound,oracle, and with --events approx-hybrid,events-only before
+    /// bound]
     #[arg(
         long,
         value_name = "LIST",
@@ -190,6 +196,12 @@ pub enum PolicyKind {
     ApproxFeedback,
     /// Both: requests begun, reported on and finished, capacities learned from the reports
     ApproxLearning,
+    /// approx-learning fed the engines' KV events too (needs --events)
+    ApproxHybrid,
+    /// The index fed only the engines' KV events, no decisions (needs --events)
+    EventsOnly,
+    /// An exact copy of each engine fed only this router's requests
+    Bound,
     /// Exact knowledge of the simulated caches
     Oracle,
 }
@@ -244,6 +256,8 @@ pub struct Options {
     pub realism: Realism,
     /// What request-aware runs know of capacities at start.
     pub capacity_start: CapacityStart,
+    /// When the engines publish KV events: how late they reach the router.
+    pub events: Option<Duration>,
     /// The policy families to run, without repeats.
     pub policies: Vec<PolicyKind>,
     /// TTLs of the approx runs, sorted, without repeats.
@@ -280,6 +294,16 @@ impl Cli {
         {
             return Err("error: --sync-tls-ca needs --sync rediss://HOST:PORT (see --help)".into());
         }
+        let wants_events = self
+            .policies
+            .iter()
+            .flatten()
+            .any(|p| matches!(p, PolicyKind::ApproxHybrid | PolicyKind::EventsOnly));
+        if wants_events && self.events.is_none() {
+            return Err(
+                "error: approx-hybrid and events-only need --events SECS (see --help)".into(),
+            );
+        }
         Ok(self)
     }
 }
@@ -301,8 +325,16 @@ impl From<Cli> for Options {
                     ApproxLease,
                     ApproxFeedback,
                     ApproxLearning,
-                    Oracle,
                 ]
+                .into_iter()
+                .chain(
+                    c.events
+                        .map(|_| [ApproxHybrid, EventsOnly])
+                        .into_iter()
+                        .flatten(),
+                )
+                .chain([Bound, Oracle])
+                .collect()
             } else {
                 vec![RoundRobin, Random, Approx, ApproxCapacity, Oracle]
             }
@@ -327,6 +359,7 @@ impl From<Cli> for Options {
                 Realism::default()
             },
             capacity_start: c.capacity_start,
+            events: c.events,
             policies,
             ttls,
             threshold: c.threshold,
@@ -421,6 +454,15 @@ fn speedup(s: &str) -> Result<f64, String> {
     Ok(x)
 }
 
+/// A delay in seconds, 0 or more.
+fn lag(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=1e6).contains(&x) => Ok(Duration::from_secs_f64(x)),
+        Ok(_) => Err(format!("must be between 0 and 1e6 seconds, got '{s}'")),
+        Err(e) => Err(format!("'{s}' is not a number ({e})")),
+    }
+}
+
 fn ttl(s: &str) -> Result<Duration, String> {
     let secs = positive_f64(s)?;
     if secs > 1e9 {
@@ -475,6 +517,13 @@ mod tests {
         assert_eq!(o.pace, Pace::Speedup(10.0));
         assert_eq!(o.policies, [PolicyKind::Oracle, PolicyKind::Approx]);
         assert_eq!((o.plot, o.progress), (None, When::Always));
+        use PolicyKind::*;
+        let o = parse(&["--cluster", "realistic", "--events", "0.5"]).unwrap();
+        assert_eq!(o.events, Some(Duration::from_millis(500)));
+        let tail = &o.policies[o.policies.len() - 4..];
+        assert_eq!(tail, [ApproxHybrid, EventsOnly, Bound, Oracle]);
+        let o = parse(&["--cluster", "realistic"]).unwrap();
+        assert!(!o.policies.contains(&EventsOnly) && o.policies.contains(&Bound));
         let o = parse(&["--replicas", "8", "--sync", "memory", "--sync-delay", "5"]).unwrap();
         let delay = Duration::from_millis(5);
         assert_eq!((o.replicas, o.sharing), (8, Sharing::Memory { delay }));
@@ -510,6 +559,8 @@ mod tests {
                 "not none, memory or redis://HOST:PORT",
             ),
             (&["--sync-tls-ca", "ca.crt"], "needs --sync rediss://"),
+            (&["--policies", "events-only"], "need --events SECS"),
+            (&["--events", "-1"], "between 0 and 1e6"),
             (
                 &["--sync", "redis://h:1", "--sync-tls-ca", "ca.crt"],
                 "needs --sync rediss://",

@@ -6,13 +6,15 @@ use crate::policy::Policy;
 use crate::report::Row;
 
 /// The policy families, in the order of the legend: colour and label.
-const FAMILIES: [(&str, &str); 6] = [
+const FAMILIES: [(&str, &str); 8] = [
     ("#9e9e9e", "round-robin"),
     ("#c7c7c7", "random"),
     ("#4477aa", "approx (TTL sweep)"),
     ("#228833", "approx, capacity only"),
     ("#ee7733", "oracle"),
     ("#aa3377", "approx, request-aware"),
+    ("#66ccee", "KV events only"),
+    ("#bbbbbb", "bound (own requests, exact)"),
 ];
 
 /// The family of a policy, an index into [`FAMILIES`].
@@ -24,6 +26,8 @@ fn family(p: &Policy) -> usize {
         Policy::ApproxCapacity { .. } => 3,
         Policy::Oracle => 4,
         Policy::Requests { .. } => 5,
+        Policy::EventsOnly { .. } => 6,
+        Policy::Bound => 7,
     }
 }
 

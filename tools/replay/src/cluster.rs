@@ -3,7 +3,8 @@
 
 use approx_kv_index::SequenceHash;
 
-use crate::lru::Lru;
+use crate::feed::EventFeed;
+use crate::lru::{Evicted, Lru};
 use crate::workload::Request;
 use approx_kv_rng::mix64;
 
@@ -40,6 +41,8 @@ pub struct Cluster {
     block_size: u64,
     /// How long each evicted block had gone unused (ms): the cache's real retention.
     pub eviction_ages_ms: Vec<u32>,
+    /// The engines' KV events, if they publish them (`--events`).
+    pub feed: Option<EventFeed>,
 }
 
 impl Cluster {
@@ -61,7 +64,14 @@ impl Cluster {
             speeds,
             block_size: u64::from(block_size),
             eviction_ages_ms: Vec::new(),
+            feed: None,
         }
+    }
+
+    /// The same cluster, its engines publishing KV events into `feed`.
+    pub fn publishing(mut self, feed: Option<EventFeed>) -> Self {
+        self.feed = feed;
+        self
     }
 
     /// Requests routed to each worker so far.
@@ -73,7 +83,8 @@ impl Cluster {
     /// their pinned blocks freed in order of their ends).
     pub fn loads(&mut self, now_ms: u64, out: &mut Vec<u32>) {
         out.clear();
-        for (running, cache) in self.running.iter_mut().zip(&mut self.caches) {
+        let mut gone = Vec::new();
+        for (w, (running, cache)) in self.running.iter_mut().zip(&mut self.caches).enumerate() {
             let mut ended: Vec<Running> = Vec::new();
             running.retain(|r| {
                 let done = r.end_ms <= now_ms;
@@ -84,9 +95,14 @@ impl Cluster {
             });
             ended.sort_by_key(|r| r.end_ms);
             for r in ended {
+                gone.clear();
                 for &key in &r.blocks {
                     cache.unpin(key);
-                    cache.touch(key, r.end_ms);
+                    gone.extend(cache.touch(key, r.end_ms).map(|e| e.key));
+                }
+                if let Some(feed) = &mut self.feed {
+                    gone.retain(|&k| !cache.contains(k));
+                    feed.removed(w, r.end_ms, &gone);
                 }
             }
             out.push(running.len() as u32);
@@ -100,6 +116,9 @@ impl Cluster {
             if at.is_some_and(|at| at <= now_ms) && !self.restarted.contains(&w) {
                 self.restarted.push(w);
                 self.restart(w);
+                if let Some(feed) = &mut self.feed {
+                    feed.cleared(w, now_ms);
+                }
             }
         }
     }
@@ -129,9 +148,11 @@ impl Cluster {
         let hit = self.prefix_hit(w, &req.seq);
         let cache = &mut self.caches[w];
         let ages = &mut self.eviction_ages_ms;
-        let mut note = |age: Option<u64>| {
-            if let Some(a) = age {
-                ages.push(u32::try_from(a).unwrap_or(u32::MAX));
+        let mut gone = Vec::new();
+        let mut note = |evicted: Option<Evicted>| {
+            if let Some(e) = evicted {
+                ages.push(u32::try_from(e.age_ms).unwrap_or(u32::MAX));
+                gone.push(e.key);
             }
         };
         let decode = (0..u64::from(req.decode_blocks))
@@ -146,6 +167,9 @@ impl Cluster {
                 blocks.push(key);
             }
         }
+        if let Some(feed) = &mut self.feed {
+            publish(feed, w, now_ms, req, hit, cache, &mut gone);
+        }
         let uncached = req
             .input_length
             .saturating_sub(hit as u64 * self.block_size);
@@ -158,6 +182,33 @@ impl Cluster {
         });
         self.served[w] += 1;
         (hit, end)
+    }
+}
+
+/// What serving `req` from block `hit` on did to `cache`, as events: the keys it pushed
+/// out that are gone at its end, then each stretch of its prompt blocks from `hit` on that
+/// the cache holds at its end (all of them, unless the request outgrew the cache).
+fn publish(
+    feed: &mut EventFeed,
+    w: usize,
+    now_ms: u64,
+    req: &Request,
+    hit: usize,
+    cache: &Lru,
+    gone: &mut Vec<u64>,
+) {
+    gone.retain(|&k| !cache.contains(k));
+    feed.removed(w, now_ms, gone);
+    let mut from = hit;
+    while from < req.seq.len() {
+        let held = req.seq[from..]
+            .iter()
+            .take_while(|s| cache.contains(s.0))
+            .count();
+        let parent = from.checked_sub(1).map(|p| req.seq[p]);
+        let blocks = (from..from + held).map(|i| (req.local[i], req.seq[i]));
+        feed.stored(w, now_ms, parent, blocks);
+        from += held + 1;
     }
 }
 
@@ -197,5 +248,62 @@ mod tests {
         assert_eq!(c.served(), [2, 0]);
         // 4 + 2 distinct prompt blocks and 1 decode block each: 8 blocks, no eviction.
         assert!(c.eviction_ages_ms.is_empty());
+    }
+
+    #[test]
+    fn engines_publish_what_each_request_left_cached_and_what_it_pushed_out() {
+        use approx_kv_index::{KvCacheEventData, RouterEvent};
+        let t = |ids: Vec<u64>, input| TraceRequest {
+            timestamp_ms: 0.0,
+            input_length: input,
+            output_length: 1,
+            hash_ids: ids,
+        };
+        // Trace blocks of 512 tokens, index blocks of 256: two index blocks per id.
+        let reqs = prepare(&[t(vec![1, 2], 1024), t(vec![1, 3], 1024)], 512, 256);
+        let speeds = Speeds {
+            prefill_tps: 1000.0,
+            decode_tps: 10.0,
+        };
+        let feed = EventFeed::new(std::time::Duration::ZERO);
+        // Room for 6 blocks: the second request's 4 prompt and 1 decode blocks push out
+        // 3 of the first's.
+        let mut c = Cluster::new(1, 6, 256, speeds).publishing(Some(feed));
+        c.serve(0, 0, &reqs[0], 0);
+        c.serve(0, 1, &reqs[1], 10);
+        c.restart_due(&[Some(20)], 20);
+        let mut events: Vec<RouterEvent> = Vec::new();
+        c.feed.as_mut().unwrap().due(20, &mut events);
+        let kinds: Vec<&str> = events
+            .iter()
+            .map(|e| match &e.data {
+                KvCacheEventData::Stored(_) => "stored",
+                KvCacheEventData::Removed(_) => "removed",
+                _ => "cleared",
+            })
+            .collect();
+        assert_eq!(kinds, ["stored", "removed", "stored", "cleared"]);
+        let KvCacheEventData::Stored(first) = &events[0].data else {
+            unreachable!()
+        };
+        let seq0: Vec<_> = first.blocks.iter().map(|b| b.block_hash).collect();
+        assert_eq!((first.parent_hash, seq0), (None, reqs[0].seq.clone()));
+        // The second shares the first two blocks: stored from block 2 on, under block 1.
+        let KvCacheEventData::Stored(second) = &events[2].data else {
+            unreachable!()
+        };
+        assert_eq!(second.parent_hash, Some(reqs[1].seq[1]));
+        assert_eq!(second.blocks.len(), 2);
+        assert_eq!(second.blocks[0].tokens_hash, reqs[1].local[2]);
+        // What went is gone: the first request's last two blocks (and a decode block).
+        let KvCacheEventData::Removed(gone) = &events[1].data else {
+            unreachable!()
+        };
+        assert!(gone.block_hashes.contains(&reqs[0].seq[3]));
+        assert!(gone
+            .block_hashes
+            .iter()
+            .all(|h| c.prefix_hit(0, &[*h]) == 0));
+        assert_eq!(c.prefix_hit(0, &reqs[1].seq), 0, "restarted: empty");
     }
 }

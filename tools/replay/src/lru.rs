@@ -6,6 +6,13 @@ use rustc_hash::FxBuildHasher;
 
 const NONE: u32 = u32::MAX;
 
+/// A key an insert pushed out, and how long it had gone unused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evicted {
+    pub key: u64,
+    pub age_ms: u64,
+}
+
 #[derive(Debug, Clone)]
 struct Slot {
     key: u64,
@@ -70,15 +77,15 @@ impl Lru {
     }
 
     /// Uses `key` at `now_ms`: makes it the most recent, inserting it if absent. Returns
-    /// how long the evicted key (if any) had gone unused, in milliseconds.
-    pub fn touch(&mut self, key: u64, now_ms: u64) -> Option<u64> {
+    /// the key it evicted, if any, and how long that key had gone unused (ms).
+    pub fn touch(&mut self, key: u64, now_ms: u64) -> Option<Evicted> {
         if let Some(&i) = self.map.get(&key) {
             self.unlink(i);
             self.slots[i as usize].used_ms = now_ms;
             self.push_front(i);
             return None;
         }
-        let mut evicted_age = None;
+        let mut evicted = None;
         // Pinned keys at the tail are in use: they move to the front, so the least
         // recently used unpinned key goes. If every key is pinned, the cache grows.
         let mut looked = 0;
@@ -107,14 +114,17 @@ impl Lru {
             self.unlink(i);
             let slot = &mut self.slots[i as usize];
             self.map.remove(&slot.key);
-            evicted_age = Some(now_ms.saturating_sub(slot.used_ms));
+            evicted = Some(Evicted {
+                key: slot.key,
+                age_ms: now_ms.saturating_sub(slot.used_ms),
+            });
             slot.key = key;
             slot.used_ms = now_ms;
             i
         };
         self.map.insert(key, i);
         self.push_front(i);
-        evicted_age
+        evicted
     }
 
     fn unlink(&mut self, i: u32) {
@@ -155,11 +165,11 @@ mod tests {
             assert_eq!(lru.touch(k, k * 10), None);
         }
         assert_eq!(lru.touch(1, 40), None); // 1 is now the most recent
-        assert_eq!(lru.touch(4, 50), Some(30)); // evicts 2, unused since t=20
+        assert_eq!(lru.touch(4, 50), Some(Evicted { key: 2, age_ms: 30 })); // unused since t=20
         assert!(!lru.contains(2));
         assert!(lru.contains(1) && lru.contains(3) && lru.contains(4));
-        assert_eq!(lru.touch(5, 60), Some(30)); // evicts 3
-        assert_eq!(lru.touch(6, 70), Some(30)); // evicts 1
+        assert_eq!(lru.touch(5, 60).map(|e| e.key), Some(3));
+        assert_eq!(lru.touch(6, 70).map(|e| e.age_ms), Some(30)); // evicts 1
         assert_eq!((1..=6).filter(|&k| lru.contains(k)).count(), 3);
     }
 

@@ -7,6 +7,7 @@
 mod args;
 mod chart;
 mod cluster;
+mod feed;
 mod fleet;
 mod lru;
 mod policy;
@@ -81,19 +82,32 @@ fn policies(o: &Options) -> Vec<Policy> {
                 fleet: fleet.clone(),
             });
         }
-        for (kind, lease, feedback) in [
-            (PolicyKind::ApproxLease, true, false),
-            (PolicyKind::ApproxFeedback, false, true),
-            (PolicyKind::ApproxLearning, true, true),
+        for (kind, lease, feedback, events) in [
+            (PolicyKind::ApproxLease, true, false, false),
+            (PolicyKind::ApproxFeedback, false, true, false),
+            (PolicyKind::ApproxLearning, true, true, false),
+            (PolicyKind::ApproxHybrid, true, true, true),
         ] {
             if asked(kind) {
                 out.push(Policy::Requests {
-                    calls: policy::Calls { lease, feedback },
+                    calls: policy::Calls {
+                        lease,
+                        feedback,
+                        events,
+                    },
                     start: o.capacity_start,
                     fleet: fleet.clone(),
                 });
             }
         }
+        if asked(PolicyKind::EventsOnly) {
+            out.push(Policy::EventsOnly {
+                fleet: fleet.clone(),
+            });
+        }
+    }
+    if asked(PolicyKind::Bound) {
+        out.push(Policy::Bound);
     }
     if asked(PolicyKind::Oracle) {
         out.push(Policy::Oracle);
@@ -159,6 +173,7 @@ fn run(o: &Options) -> Result<(), String> {
         capacities: o.realism.capacities(o.workers, o.cache_blocks),
         restarts: o.realism.restarts(o.workers, trace_span, o.seed),
         realism: o.realism,
+        events: o.events,
         block_size: o.block_size,
         speeds: Speeds {
             prefill_tps: o.prefill_tps,
@@ -213,6 +228,12 @@ fn run(o: &Options) -> Result<(), String> {
             "realistic  {}; capacities known at start: {}\n",
             on.join(", "),
             o.capacity_start.name()
+        ));
+    }
+    if let Some(lag) = o.events {
+        out.push_str(&format!(
+            "events   the engines' KV events reach the router {} s late\n",
+            lag.as_secs_f64()
         ));
     }
     out.push_str(&format!(

@@ -37,6 +37,14 @@ pub enum Policy {
         /// The router replicas.
         fleet: Fleet,
     },
+    /// This crate's index fed only the engines' KV events (`--events`): no decisions.
+    EventsOnly {
+        /// The router replicas.
+        fleet: Fleet,
+    },
+    /// An exact copy of each engine's cache fed only this router's requests: what an index
+    /// that learns only from its own decisions could at best know.
+    Bound,
     /// Exact knowledge of the simulated caches.
     Oracle,
     /// Request `i` goes to worker `i mod W`.
@@ -64,6 +72,8 @@ impl Policy {
                 };
                 format!("{}{start}{}", calls.name(), fleet.suffix())
             }
+            Policy::EventsOnly { fleet } => format!("events-only{}", fleet.suffix()),
+            Policy::Bound => "bound".into(),
             Policy::Oracle => "oracle".into(),
             Policy::RoundRobin => "round-robin".into(),
             Policy::Random => "random".into(),
@@ -80,8 +90,23 @@ impl Policy {
         match self {
             Policy::Approx { fleet, .. }
             | Policy::ApproxCapacity { fleet, .. }
-            | Policy::Requests { fleet, .. } => Some(fleet),
+            | Policy::Requests { fleet, .. }
+            | Policy::EventsOnly { fleet } => Some(fleet),
             _ => None,
+        }
+    }
+
+    /// Whether the run predicts each request's hit (an index, or the bound's caches).
+    pub fn predicts(&self) -> bool {
+        self.uses_index() || *self == Policy::Bound
+    }
+
+    /// Whether the run's index is fed the engines' KV events.
+    pub fn uses_events(&self) -> bool {
+        match self {
+            Policy::EventsOnly { .. } => true,
+            Policy::Requests { calls, .. } => calls.events,
+            _ => false,
         }
     }
 }
@@ -94,16 +119,19 @@ pub struct Calls {
     pub lease: bool,
     /// `observe_cached` with what the engine found cached.
     pub feedback: bool,
+    /// The engines' KV events applied as they arrive (`--events`).
+    pub events: bool,
 }
 
 impl Calls {
     /// The row's name.
     pub fn name(self) -> &'static str {
-        match (self.lease, self.feedback) {
-            (true, true) => "approx-learning",
-            (true, false) => "approx-lease",
-            (false, true) => "approx-feedback",
-            (false, false) => "approx-requests",
+        match (self.lease, self.feedback, self.events) {
+            (true, true, true) => "approx-hybrid",
+            (true, true, false) => "approx-learning",
+            (true, false, _) => "approx-lease",
+            (false, true, _) => "approx-feedback",
+            (false, false, _) => "approx-requests",
         }
     }
 

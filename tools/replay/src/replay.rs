@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, ManualClock, Query, RequestHandle};
+use approx_kv_index::{ApproxKvIndexer, ManualClock, Query, RequestHandle, RouterEvent};
 use parking_lot::Mutex;
 
 use crate::args::Pace;
 use crate::cluster::{Cluster, Speeds};
+use crate::feed::EventFeed;
 use crate::fleet::{Fleet, Replicas};
 use crate::policy::{self, Balance, Calls, Policy};
 use crate::progress::Bar;
@@ -36,6 +37,8 @@ pub struct Setup<'a> {
     pub restarts: Vec<Option<u64>>,
     /// The realistic cluster's perturbations.
     pub realism: Realism,
+    /// How late the engines' KV events reach the router, if they publish them.
+    pub events: Option<Duration>,
     /// Tokens per block.
     pub block_size: u32,
     /// Service-time model.
@@ -98,7 +101,12 @@ enum Router {
         peak_entries: AtomicUsize,
         /// A request-aware router's calls and running requests.
         requests: Option<Box<Requests>>,
+        /// Whether the router applies the engines' KV events (and, without `requests`,
+        /// records nothing: events only); the lock keeps them in order across threads.
+        events: Option<Mutex<Vec<RouterEvent>>>,
     },
+    /// Each engine's cache as this router's requests alone would have left it.
+    Bound(Mutex<Cluster>),
     Oracle,
     RoundRobin,
     Random(u64),
@@ -129,12 +137,16 @@ impl Requests {
 /// Runs `policy`; `run` is its position, for the progress bar.
 pub fn run(setup: &Setup<'_>, policy: &Policy, bar: &Bar, run: usize) -> Result<RunResult, String> {
     let router = router(setup, policy, run)?;
-    let cluster = Mutex::new(Cluster::with(
-        &setup.capacities,
-        setup.block_size,
-        setup.speeds,
-        setup.realism.pins,
-    ));
+    let feed = setup.events.filter(|_| policy.uses_events());
+    let cluster = Mutex::new(
+        Cluster::with(
+            &setup.capacities,
+            setup.block_size,
+            setup.speeds,
+            setup.realism.pins,
+        )
+        .publishing(feed.map(EventFeed::new)),
+    );
     let next = AtomicUsize::new(0);
     bar.start(run, &policy.name());
     let start = Instant::now();
@@ -206,6 +218,7 @@ fn router(setup: &Setup<'_>, policy: &Policy, run: usize) -> Result<Router, Stri
             next_sweep_ms: AtomicU64::new(1000),
             peak_entries: AtomicUsize::new(0),
             requests: None,
+            events: policy.uses_events().then(|| Mutex::new(Vec::new())),
         })
     };
     match policy {
@@ -229,6 +242,13 @@ fn router(setup: &Setup<'_>, policy: &Policy, run: usize) -> Result<Router, Stri
             }
             Ok(router)
         }
+        Policy::EventsOnly { .. } => index(Duration::MAX, None),
+        Policy::Bound => Ok(Router::Bound(Mutex::new(Cluster::with(
+            &setup.capacities,
+            setup.block_size,
+            setup.speeds,
+            setup.realism.pins,
+        )))),
         Policy::Oracle => Ok(Router::Oracle),
         Policy::RoundRobin => Ok(Router::RoundRobin),
         Policy::Random => Ok(Router::Random(setup.seed)),
@@ -272,6 +292,7 @@ fn route_all(
                 next_sweep_ms,
                 peak_entries,
                 requests,
+                events,
             } => {
                 if let Pace::Speedup(x) = setup.pace {
                     let wait = Duration::try_from_secs_f64((req.at - origin).as_secs_f64() / x);
@@ -299,6 +320,19 @@ fn route_all(
                         index.sweep_expired();
                     }
                 }
+                if let Some(events) = events {
+                    // The events published by now, applied by every replica in order.
+                    let mut due = events.lock();
+                    if let Some(feed) = &mut cluster.lock().feed {
+                        feed.due(now_ms, &mut due);
+                    }
+                    for index in replicas.all() {
+                        for event in due.iter() {
+                            index.apply_event(event);
+                        }
+                    }
+                    due.clear();
+                }
                 let r = match replicas.len() {
                     1 => 0,
                     n => policy::random_worker(setup.seed ^ LOAD_BALANCER, i, n),
@@ -319,6 +353,8 @@ fn route_all(
                 let query = Query::hashes(&req.local, &req.seq);
                 match requests {
                     Some(r) => handle = Some((r, index.begin_request(w as u64, query), index)),
+                    // Events only: the router records nothing.
+                    None if events.is_some() => {}
                     // Equal lengths by construction: the error cannot happen.
                     None => drop(index.record(w as u64, query)),
                 }
@@ -334,6 +370,18 @@ fn route_all(
                 let c = &*c;
                 let overlap = |w: usize| c.prefix_hit(w, &req.seq) as u32;
                 setup.balance.choose(&loads, overlap, i)
+            }
+            Router::Bound(shadow) => {
+                cluster.lock().loads(now_ms, &mut loads);
+                let mut shadow = shadow.lock();
+                let mut ignored = Vec::new();
+                shadow.loads(now_ms, &mut ignored); // frees the pins of its ended requests
+                let c = &*shadow;
+                let overlap = |w: usize| c.prefix_hit(w, &req.seq) as u32;
+                let w = setup.balance.choose(&loads, overlap, i);
+                predicted = Some(overlap(w));
+                shadow.serve(w, i, req, now_ms);
+                w
             }
             Router::RoundRobin => i % setup.workers,
             Router::Random(seed) => policy::random_worker(*seed, i, setup.workers),

@@ -73,7 +73,7 @@ pub fn rows(results: &mut [RunResult], threads: usize) -> Vec<Row> {
                 find_us: percentiles_us(&mut r.find_ns),
                 record_us: percentiles_us(&mut r.record_ns),
                 peak_entries: uses_index.then_some(r.peak_entries),
-                pred_deliv: (uses_index && r.hit_blocks > 0)
+                pred_deliv: (r.policy.predicts() && r.hit_blocks > 0)
                     .then(|| r.predicted_blocks as f64 / r.hit_blocks as f64),
             }
         })

@@ -506,10 +506,15 @@ fn the_realistic_cluster_runs_its_rows_and_each_perturbation_alone() {
         "approx-lease",
         "approx-feedback",
         "approx-learning",
+        "bound",
         "oracle",
     ] {
         row(&out, policy);
     }
+    assert!(
+        !out.contains("events-only"),
+        "no events without --events: {out}"
+    );
     assert!(out.contains("/delivered"), "{out}");
     // Pins alone, nothing foreign: the conversation's turns all land where its blocks are.
     let mut args = vec![
@@ -532,6 +537,43 @@ fn the_realistic_cluster_runs_its_rows_and_each_perturbation_alone() {
         "{out}"
     );
     let o = run(&[trace.to_str().unwrap(), "--perturbations", "gravity"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn kv_events_reach_the_router_late_and_decisions_fill_the_gap() {
+    let dir = scratch("events");
+    let trace = write_trace(&dir, &CHAT);
+    let with_lag = |lag: &str| {
+        let mut args = vec![
+            trace.to_str().unwrap(),
+            "--cluster",
+            "realistic",
+            "--perturbations",
+            "pins",
+            "--events",
+            lag,
+        ];
+        args.extend(SMALL);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    // Turns 1 s apart. Events 5 s late: the events-only router never learns where the
+    // conversation went (it spreads the turns: 2 of 9 blocks hit); the hybrid knows from
+    // its own decisions (2 + 3 of 9, as the oracle).
+    let late = with_lag("5");
+    assert!(late.contains("reach the router 5 s late"), "{late}");
+    assert!(row(&late, "events-only").contains("22.2%"), "{late}");
+    assert!(row(&late, "approx-hybrid").contains("55.6%"), "{late}");
+    assert!(row(&late, "bound").contains("55.6%"), "{late}");
+    assert!(row(&late, "oracle").contains("55.6%"), "{late}");
+    // Half a second late: the events arrive before the next turn.
+    let early = with_lag("0.5");
+    assert!(row(&early, "events-only").contains("55.6%"), "{early}");
+    // The rows that need events, without them: a usage error.
+    let o = run(&[trace.to_str().unwrap(), "--policies", "approx-hybrid"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 }
