@@ -19,10 +19,14 @@ struct Slot {
     prev: u32,
     next: u32,
     used_ms: u64,
+    /// In the recency list (false while pinned: then it cannot be evicted).
+    listed: bool,
 }
 
 /// An LRU set of at most `capacity` keys, O(1) per operation (a hash map into an
-/// intrusive doubly linked list; the slot of an evicted key is reused in place).
+/// intrusive doubly linked list; the slot of an evicted key is reused in place). A pinned
+/// key leaves the list until its last pin goes, so eviction never looks at it; when every
+/// key is pinned, the cache grows.
 #[derive(Debug, Clone)]
 pub struct Lru {
     capacity: usize,
@@ -52,15 +56,24 @@ impl Lru {
 
     /// Pins `key` (held or not) once more: while pinned it is never evicted.
     pub fn pin(&mut self, key: u64) {
-        *self.pinned.entry(key).or_default() += 1;
+        let n = self.pinned.entry(key).or_default();
+        *n += 1;
+        if *n == 1 {
+            if let Some(&i) = self.map.get(&key) {
+                self.unlink(i);
+            }
+        }
     }
 
-    /// Takes one pin off `key`.
+    /// Takes one pin off `key`; its last pin puts it back as the most recent.
     pub fn unpin(&mut self, key: u64) {
         if let Some(n) = self.pinned.get_mut(&key) {
             *n -= 1;
             if *n == 0 {
                 self.pinned.remove(&key);
+                if let Some(&i) = self.map.get(&key) {
+                    self.push_front(i);
+                }
             }
         }
     }
@@ -80,33 +93,22 @@ impl Lru {
     /// the key it evicted, if any, and how long that key had gone unused (ms).
     pub fn touch(&mut self, key: u64, now_ms: u64) -> Option<Evicted> {
         if let Some(&i) = self.map.get(&key) {
-            self.unlink(i);
             self.slots[i as usize].used_ms = now_ms;
-            self.push_front(i);
+            if self.slots[i as usize].listed {
+                self.unlink(i);
+                self.push_front(i);
+            }
             return None;
         }
         let mut evicted = None;
-        // Pinned keys at the tail are in use: they move to the front, so the least
-        // recently used unpinned key goes. If every key is pinned, the cache grows.
-        let mut looked = 0;
-        while self.tail != NONE
-            && looked < self.slots.len()
-            && self
-                .pinned
-                .contains_key(&self.slots[self.tail as usize].key)
-        {
-            let i = self.tail;
-            self.unlink(i);
-            self.push_front(i);
-            looked += 1;
-        }
-        let all_pinned = looked >= self.slots.len() && !self.slots.is_empty();
-        let i = if self.slots.len() < self.capacity || all_pinned {
+        // Every key pinned (none listed): the cache grows.
+        let i = if self.slots.len() < self.capacity || self.tail == NONE {
             self.slots.push(Slot {
                 key,
                 prev: NONE,
                 next: NONE,
                 used_ms: now_ms,
+                listed: false,
             });
             (self.slots.len() - 1) as u32
         } else {
@@ -123,12 +125,21 @@ impl Lru {
             i
         };
         self.map.insert(key, i);
-        self.push_front(i);
+        if !self.pinned.contains_key(&key) {
+            self.push_front(i);
+        }
         evicted
     }
 
+    /// Takes slot `i` out of the recency list (if it is in it).
     fn unlink(&mut self, i: u32) {
-        let Slot { prev, next, .. } = self.slots[i as usize];
+        let Slot {
+            prev, next, listed, ..
+        } = self.slots[i as usize];
+        if !listed {
+            return;
+        }
+        self.slots[i as usize].listed = false;
         match prev {
             NONE => self.head = next,
             p => self.slots[p as usize].next = next,
@@ -139,12 +150,14 @@ impl Lru {
         }
     }
 
+    /// Puts slot `i` (not in the list) at the list's front.
     fn push_front(&mut self, i: u32) {
         let old = self.head;
         {
             let s = &mut self.slots[i as usize];
             s.prev = NONE;
             s.next = old;
+            s.listed = true;
         }
         match old {
             NONE => self.tail = i,
@@ -207,5 +220,49 @@ mod tests {
         assert!(lru.contains(5));
         lru.clear();
         assert!(!lru.contains(5));
+    }
+
+    #[test]
+    fn pins_match_a_naive_model() {
+        let mut lru = Lru::new(4);
+        let mut order: Vec<u64> = Vec::new(); // least recent first
+        let mut pins: HashMap<u64, u32> = HashMap::new();
+        let mut rng = approx_kv_rng::SplitMix64::new(5);
+        for t in 0..20_000 {
+            let k = rng.below(10);
+            match rng.below(4) {
+                0 => {
+                    lru.pin(k);
+                    *pins.entry(k).or_default() += 1;
+                }
+                1 if pins.contains_key(&k) => {
+                    lru.unpin(k);
+                    let n = pins.get_mut(&k).unwrap();
+                    *n -= 1;
+                    if *n == 0 {
+                        pins.remove(&k);
+                        if let Some(p) = order.iter().position(|&x| x == k) {
+                            order.remove(p);
+                            order.push(k); // the most recent once free again
+                        }
+                    }
+                }
+                _ => {
+                    let evicted = lru.touch(k, t).map(|e| e.key);
+                    let expected = if let Some(p) = order.iter().position(|&x| x == k) {
+                        order.remove(p);
+                        None
+                    } else if order.len() < 4 || order.iter().all(|x| pins.contains_key(x)) {
+                        None
+                    } else {
+                        let p = order.iter().position(|x| !pins.contains_key(x)).unwrap();
+                        Some(order.remove(p))
+                    };
+                    order.push(k);
+                    assert_eq!(evicted, expected, "step {t}");
+                }
+            }
+            assert!((0..10).all(|x| lru.contains(x) == order.contains(&x)));
+        }
     }
 }
