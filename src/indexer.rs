@@ -402,8 +402,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// decisions for eviction, and logs what every worker holds then (each of its leaves
     /// as a decision, its path's expiries made unique: a few nanoseconds more at most), so
     /// everything is evicted in order. A capacity belongs to the key's registration:
-    /// [`remove_worker`](Self::remove_worker) forgets it. It is this index's own: not shared
-    /// with other replicas, nor kept in snapshots.
+    /// [`remove_worker`](Self::remove_worker) forgets it. It is shared with the other
+    /// replicas (an [`Action::SetCapacity`](crate::replication::Action::SetCapacity)
+    /// decision, as are the capacities reports teach) and kept in snapshots.
     ///
     /// ```
     /// use approx_kv_index::{ApproxKvIndexer, Query};
@@ -497,8 +498,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// same settings and clock rebuilds the state: the same finds, expiring when the
     /// originals would (exact for entries whose sequence hashes are the chain of their
     /// tokens hashes, which all are unless a caller passed other hashes to
-    /// [`record`](Self::record) as [`Query::hashes`](crate::Query::hashes)). Core-hash-PLACEHOLDER are not
-    /// dumped, nor kept in snapshots.
+    /// [`record`](Self::record) as [`Query::hashes`](crate::Query::hashes)). The engines'
+    /// own block hashes (the names their events gave blocks) are not dumped, nor kept in
+    /// snapshots.
     ///
     /// ```
     /// # use approx_kv_index::{ApproxKvIndexer, Query};

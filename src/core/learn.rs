@@ -6,14 +6,20 @@
 //!   less than the capacity says: the capacity drops by an eighth (at least one block),
 //!   not below what the worker holds once the loss rule has dropped its older claims. A
 //!   loss near the capacity is what an LRU cache does, and changes nothing.
-//! - **A loss with no capacity set gives it a first value**: the claims the worker holds
-//!   after the loss rule (at least one block).
+//! - **A loss with no capacity set gives it a first value**: the claims the worker held
+//!   when the loss showed (before the loss rule dropped any; at least one block). It
+//!   errs high: the claims a TTL kept are an engine's retention at most, and the loss
+//!   rule and later losses bring a capacity down, while one too low costs hits that only
+//!   ghosts win back.
 //! - **Ghosts raise it.** The blocks a worker's capacity (or the per-worker cap) evicted
-//!   are remembered per slot, the most recent `cap` of them (64 to 65,536), as ARC keeps
-//!   its ghost lists. A worker that delivers more blocks than predicted, and the extra
-//!   blocks are ghosts, still held what the index evicted: its capacity (the cap, if it
-//!   had none) rises by those blocks. The request's own blocks, the ghosts among them,
-//!   are back already: its begin recorded them.
+//!   are remembered per slot, the most recent `4 x cap` of them (64 to 65,536), as ARC
+//!   keeps its ghost lists (four times over: a capacity guessed a quarter of the truth
+//!   still sees the engine's whole retention). A worker that delivers more blocks than
+//!   predicted, and the extra blocks are ghosts, still held what the index evicted: its
+//!   capacity (the cap, if it had none) rises by those blocks, and by half at least, so
+//!   that a capacity guessed four times too low is right after four such reports. The
+//!   request's own blocks, the ghosts among them, are back already: its begin recorded
+//!   them.
 //!
 //! A learned capacity is set as `set_worker_capacity` sets one (evicting at once when it
 //! is lowered) and counted in `IndexStats::capacities_learned`.
@@ -29,6 +35,8 @@ use crate::SequenceHash;
 
 /// The fewest and most ghosts a slot keeps.
 const GHOSTS: (usize, usize) = (64, 1 << 16);
+/// Ghosts a slot keeps per block of its cap.
+const GHOSTS_PER_BLOCK: usize = 4;
 
 /// Recently evicted blocks per slot, tagged with the registration.
 #[derive(Default)]
@@ -73,7 +81,9 @@ impl GhostTable {
         if blocks.is_empty() {
             return;
         }
-        let bound = cap.clamp(GHOSTS.0, GHOSTS.1);
+        let bound = cap
+            .saturating_mul(GHOSTS_PER_BLOCK)
+            .clamp(GHOSTS.0, GHOSTS.1);
         let mut ghosts = self.slots.entry(slot).or_default();
         if ghosts.generation != generation {
             *ghosts = SlotGhosts {
@@ -107,7 +117,7 @@ impl Core {
     pub(super) fn learn_from_loss(&self, slot: Slot, held: usize) -> Option<usize> {
         let kept = self.workers.entries(slot).max(1);
         let learned = match self.workers.capacity(slot) {
-            None => kept,
+            None => held.max(1),
             Some(cap) if held < cap - cap / 8 => (cap - (cap / 8).max(1)).max(kept),
             Some(_) => return None,
         };
@@ -128,7 +138,8 @@ impl Core {
         if hits == 0 {
             return None;
         }
-        let learned = self.worker_cap(slot)?.saturating_add(hits);
+        let cap = self.worker_cap(slot)?;
+        let learned = cap.saturating_add(hits.max(cap / 2));
         self.set_slot_capacity(slot, Some(learned));
         self.capacities_learned.add(1);
         Some(learned)

@@ -33,7 +33,7 @@ impl Workers {
         map.remove(&engine.0).map(SequenceHash)
     }
 
-    /// Core-hash-PLACEHOLDER kept over all slots (for the memory estimate).
+    /// Engine hashes kept over all slots (for the memory estimate).
     pub(crate) fn engine_hash_count(&self) -> usize {
         let next = self.free.lock().next;
         (0..next)

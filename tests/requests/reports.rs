@@ -126,9 +126,10 @@ fn a_loss_with_no_capacity_gives_it_a_first_value() {
     assert_eq!(index.worker_capacity(1), None);
     let request = index.begin_request(1, &tokens(0, 4));
     assert!(index.observe_cached(&request, 1)); // lost block 1 of 4
-                                                // Dropped: the three decisions used before it; kept: its own 4 and the later 2.
+    // Dropped: the three decisions used before it; kept: its own 4 and the later 2.
     assert_eq!(index.worker_entries(1), 6);
-    assert_eq!(index.worker_capacity(1), Some(6));
+    // The first value is what the worker held when the loss showed: 18 entries.
+    assert_eq!(index.worker_capacity(1), Some(18));
     assert_eq!(index.stats().capacities_learned, 1);
 }
 
@@ -186,7 +187,11 @@ fn ghosts_of_blocks_the_capacity_evicted_raise_it() {
     assert_eq!(score(&index, &tokens(0, 4), 1), 4);
     let other = index.begin_request(1, &tokens(100, 2));
     assert!(index.observe_cached(&other, 2));
-    assert_eq!(index.worker_capacity(1), Some(8));
+    assert_eq!(
+        index.worker_capacity(1),
+        Some(9),
+        "two hits raise 6 by half: 3"
+    );
 }
 
 #[test]

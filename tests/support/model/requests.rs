@@ -135,7 +135,7 @@ impl Model {
         report.2 += delivered as u64;
         let reg = request.reg;
         if delivered > request.predicted {
-            // Ghosts among the extra blocks raise the cap by as many.
+            // Ghosts among the extra blocks raise the cap by as many, by half at least.
             let len = request.seq.len();
             let extra = &request.seq[request.predicted.min(len)..delivered.min(len)];
             let ghosts = self.ghosts.entry(reg).or_default();
@@ -147,7 +147,7 @@ impl Model {
                 }
             }
             if let (true, Some(cap)) = (hits > 0, self.worker_cap(reg)) {
-                self.set_reg_capacity(now, reg, Some(cap.saturating_add(hits)));
+                self.set_reg_capacity(now, reg, Some(cap.saturating_add(hits.max(cap / 2))));
                 self.capacities_learned += 1;
             }
         }
@@ -177,7 +177,7 @@ impl Model {
         // What the loss teaches of the capacity.
         let kept = self.count(reg).max(1);
         let learned = match self.capacities.get(&reg).copied() {
-            None => Some(kept),
+            None => Some(held.max(1)),
             Some(cap) if held < cap - cap / 8 => Some((cap - (cap / 8).max(1)).max(kept)),
             Some(_) => None,
         };
@@ -189,9 +189,9 @@ impl Model {
     }
 
     /// Remembers `blocks` as ghosts of `reg`, whose cap `cap` evicted them: the latest
-    /// `cap` (64 to 65,536) kept, a block evicted again moving to the newest.
+    /// `4 x cap` (64 to 65,536) kept, a block evicted again moving to the newest.
     pub(super) fn add_ghosts(&mut self, reg: Reg, blocks: &[u64], cap: usize) {
-        let bound = cap.clamp(64, 1 << 16);
+        let bound = cap.saturating_mul(4).clamp(64, 1 << 16);
         let ghosts = self.ghosts.entry(reg).or_default();
         for &b in blocks {
             ghosts.retain(|g| *g != b);

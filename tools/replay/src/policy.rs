@@ -136,10 +136,11 @@ impl Calls {
     }
 
     /// The TTL of its index: none when capacities are known from the start (they bound
-    /// it), two minutes while they are unknown.
+    /// it), ten minutes while they are unknown (until the first loss teaches one; a
+    /// longer TTL keeps more for that first value, which the loss rule corrects).
     pub fn ttl(start: CapacityStart) -> Duration {
         match start {
-            CapacityStart::Unknown => Duration::from_secs(120),
+            CapacityStart::Unknown => Duration::from_secs(600),
             _ => Duration::MAX,
         }
     }
