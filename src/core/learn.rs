@@ -16,8 +16,8 @@
 //!   keeps its ghost lists (four times over: a capacity guessed a quarter of the truth
 //!   still sees the engine's whole retention). A worker that delivers more blocks than
 //!   predicted, and the extra blocks are ghosts, still held what the index evicted: its
-//!   capacity (the cap, if it had none) rises by those blocks, and by half at least, so
-//!   that a capacity guessed four times too low is right after four such reports. The
+//!   capacity (the cap, if it had none) rises by those blocks, and at least doubles, so
+//!   that a capacity guessed four times too low is right after two such reports. The
 //!   request's own blocks, the ghosts among them, are back already: its begin recorded
 //!   them.
 //!
@@ -139,7 +139,7 @@ impl Core {
             return None;
         }
         let cap = self.worker_cap(slot)?;
-        let learned = cap.saturating_add(hits.max(cap / 2));
+        let learned = cap.saturating_add(hits.max(cap));
         self.set_slot_capacity(slot, Some(learned));
         self.capacities_learned.add(1);
         Some(learned)

@@ -125,8 +125,9 @@ fn a_loss_with_no_capacity_gives_it_a_first_value() {
     index.record(1, Query::tokens(&tokens(400, 2))).unwrap();
     assert_eq!(index.worker_capacity(1), None);
     let request = index.begin_request(1, &tokens(0, 4));
-    assert!(index.observe_cached(&request, 1)); // lost block 1 of 4
-    // Dropped: the three decisions used before it; kept: its own 4 and the later 2.
+    // Block 1 of 4 lost. Dropped: the three decisions used before it; kept: its own 4
+    // and the later 2.
+    assert!(index.observe_cached(&request, 1));
     assert_eq!(index.worker_entries(1), 6);
     // The first value is what the worker held when the loss showed: 18 entries.
     assert_eq!(index.worker_capacity(1), Some(18));
@@ -178,7 +179,11 @@ fn ghosts_of_blocks_the_capacity_evicted_raise_it() {
     assert_eq!(request.predicted_blocks(), 2);
     // The engine still had all four: the two evicted blocks were ghosts.
     assert!(index.observe_cached(&request, 4));
-    assert_eq!(index.worker_capacity(1), Some(6));
+    assert_eq!(
+        index.worker_capacity(1),
+        Some(8),
+        "doubled: 4 + max(2 hits, 4)"
+    );
     assert_eq!(index.stats().capacities_learned, 1);
     // The request's pins took the capacity of 4 before the report: [100, 102) went,
     // and is a ghost in turn.
@@ -189,8 +194,8 @@ fn ghosts_of_blocks_the_capacity_evicted_raise_it() {
     assert!(index.observe_cached(&other, 2));
     assert_eq!(
         index.worker_capacity(1),
-        Some(9),
-        "two hits raise 6 by half: 3"
+        Some(16),
+        "two hits double it again"
     );
 }
 

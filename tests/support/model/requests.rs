@@ -135,7 +135,7 @@ impl Model {
         report.2 += delivered as u64;
         let reg = request.reg;
         if delivered > request.predicted {
-            // Ghosts among the extra blocks raise the cap by as many, by half at least.
+            // Ghosts among the extra blocks raise the cap by as many, doubling it at least.
             let len = request.seq.len();
             let extra = &request.seq[request.predicted.min(len)..delivered.min(len)];
             let ghosts = self.ghosts.entry(reg).or_default();
@@ -147,7 +147,7 @@ impl Model {
                 }
             }
             if let (true, Some(cap)) = (hits > 0, self.worker_cap(reg)) {
-                self.set_reg_capacity(now, reg, Some(cap.saturating_add(hits.max(cap / 2))));
+                self.set_reg_capacity(now, reg, Some(cap.saturating_add(hits.max(cap))));
                 self.capacities_learned += 1;
             }
         }
