@@ -4,6 +4,8 @@
 //! are harmless (an unresolvable parent drops the event); an exact block below an expired
 //! decision does not extend the leading run.
 
+use std::time::Duration;
+
 use approx_kv_index::*;
 
 use super::TTL;
@@ -179,4 +181,47 @@ fn an_exact_block_below_an_expired_decision_does_not_extend_the_leading_run() {
     index.process_routing_decision_for_request(&query, 2);
     let scores = index.find_matches_for_request(&query).scores;
     assert_eq!((scores[&1], scores[&2]), (1, 3));
+}
+
+/// Decisions and events in one tree: a report's loss drops the approximate claims older
+/// than the lost block, and what an engine stored stays, exactly, until it says it
+/// removed it; a `Cleared` then forgets the worker and fences its running requests.
+#[test]
+fn a_reported_loss_drops_decisions_and_keeps_what_events_stored() {
+    let (index, clock) = manual_index(2, TTL);
+    let stored_prompt = tokens(100, 8); // 4 blocks, recorded, then stored by the engine
+    let decided = tokens(200, 8); // 4 blocks, recorded only
+    index.record(1, Query::tokens(&stored_prompt)).unwrap();
+    index.apply_event(&stored(1, None, &stored_prompt, 0));
+    index.record(1, Query::tokens(&decided)).unwrap();
+    clock.advance(Duration::from_micros(1));
+    let asked = tokens(0, 8);
+    index.record(1, Query::tokens(&asked)).unwrap();
+    let request = index.begin_request(1, &asked);
+    assert_eq!(request.predicted_blocks(), 4);
+    // The engine had only the first block: the decisions used before it are gone.
+    assert!(index.observe_cached(&request, 2));
+    assert_eq!(index.find(Query::tokens(&decided)).scores.get(&1), None);
+    let scores = index.find(Query::tokens(&stored_prompt)).scores;
+    assert_eq!(
+        scores[&1], 4,
+        "stored exactly: only its approximate claim went"
+    );
+    // The exact entries outlive any TTL, and go when the engine removes them.
+    clock.advance(TTL * 10);
+    index.sweep_expired();
+    assert_eq!(index.find(Query::tokens(&stored_prompt)).scores[&1], 4);
+    let (_, seq) = hashes(&stored_prompt);
+    index.apply_event(&removed(1, vec![seq[3]]));
+    assert_eq!(index.find(Query::tokens(&stored_prompt)).scores[&1], 3);
+    // A restart: everything of the worker goes, and its running request is fenced.
+    index.apply_event(&RouterEvent {
+        worker_id: 1,
+        event_id: 0,
+        data: KvCacheEventData::Cleared,
+    });
+    assert!(index.find(Query::tokens(&stored_prompt)).scores.is_empty());
+    assert!(!index.observe_cached(&request, 8), "fenced by the Cleared");
+    drop(request);
+    assert!(index.find(Query::tokens(&asked)).scores.is_empty());
 }
