@@ -218,19 +218,25 @@ mod tests {
     use crate::trace::TraceRequest;
     use crate::workload::prepare;
 
-    #[test]
-    fn hits_loads_and_decode_blocks() {
-        let t = |ids: Vec<u64>, input| TraceRequest {
+    /// Two requests of two trace blocks (512 tokens) sharing the first, as index blocks of
+    /// 256 (two per trace block), each generating `output` tokens; and the speeds.
+    fn two_requests(output: u64) -> (Vec<Request>, Speeds) {
+        let t = |ids: Vec<u64>| TraceRequest {
             timestamp_ms: 0.0,
-            input_length: input,
-            output_length: 10,
+            input_length: 1024,
+            output_length: output,
             hash_ids: ids,
         };
-        let reqs = prepare(&[t(vec![1, 2], 1024), t(vec![1, 3], 1024)], 512, 256);
         let speeds = Speeds {
             prefill_tps: 1000.0,
             decode_tps: 10.0,
         };
+        (prepare(&[t(vec![1, 2]), t(vec![1, 3])], 512, 256), speeds)
+    }
+
+    #[test]
+    fn hits_loads_and_decode_blocks() {
+        let (reqs, speeds) = two_requests(10);
         let mut c = Cluster::new(2, 100, 256, speeds);
         assert_eq!(c.serve(0, 0, &reqs[0], 0).0, 0);
         assert_eq!(c.prefix_hit(0, &reqs[1].seq), 2); // first trace block shared
@@ -253,18 +259,7 @@ mod tests {
     #[test]
     fn engines_publish_what_each_request_left_cached_and_what_it_pushed_out() {
         use approx_kv_index::{KvCacheEventData, RouterEvent};
-        let t = |ids: Vec<u64>, input| TraceRequest {
-            timestamp_ms: 0.0,
-            input_length: input,
-            output_length: 1,
-            hash_ids: ids,
-        };
-        // Trace blocks of 512 tokens, index blocks of 256: two index blocks per id.
-        let reqs = prepare(&[t(vec![1, 2], 1024), t(vec![1, 3], 1024)], 512, 256);
-        let speeds = Speeds {
-            prefill_tps: 1000.0,
-            decode_tps: 10.0,
-        };
+        let (reqs, speeds) = two_requests(1);
         let feed = EventFeed::new(std::time::Duration::ZERO);
         // Room for 6 blocks: the second request's 4 prompt and 1 decode blocks push out
         // 3 of the first's.
