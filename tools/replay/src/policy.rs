@@ -42,8 +42,8 @@ pub enum Policy {
         /// The router replicas.
         fleet: Fleet,
     },
-    /// An exact copy of each engine's cache fed only this router's requests: what an index
-    /// that learns only from its own decisions could at best know.
+    /// An exact copy of each engine's cache fed only this router's requests: what exact
+    /// knowledge of this router's own requests, and of nothing else, gives.
     Bound,
     /// Exact knowledge of the simulated caches.
     Oracle,
