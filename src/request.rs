@@ -200,7 +200,10 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// used blocks first, every claim of that worker made no later than its claim on the
     /// deepest predicted block (before this request) is dropped. The request's own blocks
     /// are pinned and never dropped. `docs/design.md` ("What engines report") states the
-    /// rule.
+    /// rule. A loss also teaches the worker's capacity (a first value: what it held when
+    /// the loss showed; an eighth lower after a loss well inside it), and blocks its
+    /// capacity evicted that the engine still delivers raise it, at least doubling it
+    /// (`docs/design.md`, "What reports teach of capacities").
     ///
     /// Returns whether the report was taken: not for a count beyond the prompt's tokens,
     /// a second report, another index's handle, a handle that stored nothing, or one
@@ -216,6 +219,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert!(index.observe_cached(&request, 1)); // only 1 of 3 blocks was still cached
     /// assert!(index.find(Query::tokens(&[7, 8])).scores.is_empty()); // older: gone too
     /// assert_eq!(index.find(Query::tokens(&[1, 2, 3])).scores[&4], 3); // its own stay
+    /// assert_eq!(index.worker_capacity(4), Some(5)); // a first capacity: the 5 it held
     /// assert!(!index.observe_cached(&request, 1)); // once per request
     /// ```
     pub fn observe_cached(&self, request: &RequestHandle<W>, cached_tokens: usize) -> bool {
