@@ -30,8 +30,8 @@ pub struct IndexStats {
     /// per restored or replayed approximate claim).
     pub pending_timers: usize,
     /// An estimate of the heap bytes the index holds: node map, holder arrays, pending
-    /// timers, eviction logs, engine block hashes (allocator rounding and per-worker
-    /// bookkeeping not counted).
+    /// timers, eviction logs, engine block hashes, the ghosts of blocks capacities evicted
+    /// (allocator rounding and per-worker bookkeeping not counted).
     pub estimated_bytes: usize,
     /// Engines' reports of cached prompt tokens
     /// ([`observe_cached`](crate::ApproxKvIndexer::observe_cached)) of the registered

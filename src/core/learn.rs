@@ -96,6 +96,17 @@ impl GhostTable {
         }
     }
 
+    /// The heap bytes the ghosts hold: per ghost a map entry (its block and stamp) and a
+    /// queue entry, as allocated (allocator rounding and the maps' control bytes not
+    /// counted).
+    pub(crate) fn bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(SequenceHash, u64)>();
+        self.slots
+            .iter()
+            .map(|g| (g.latest.capacity() + g.order.capacity()) * entry)
+            .sum()
+    }
+
     /// How many of `blocks` are `slot`'s ghosts; they are forgotten.
     fn take(&self, (slot, generation): (Slot, u16), blocks: &[SequenceHash]) -> usize {
         let Some(mut ghosts) = self.slots.get_mut(&slot) else {
@@ -143,5 +154,26 @@ impl Core {
         self.set_slot_capacity(slot, Some(learned));
         self.capacities_learned.add(1);
         Some(learned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ghosts_are_bounded_by_four_times_the_cap_and_counted_in_bytes() {
+        let table = GhostTable::default();
+        assert_eq!(table.bytes(), 0);
+        let slot: Slot = 3;
+        let blocks: Vec<SequenceHash> = (0..1000).map(SequenceHash).collect();
+        table.add((slot, 1), &blocks, 100); // at most 400 kept
+        let entry = std::mem::size_of::<(SequenceHash, u64)>();
+        assert!(table.bytes() >= 2 * 400 * entry, "{}", table.bytes());
+        // The oldest 600 went; each of the newest 400 is taken once.
+        assert_eq!(table.take((slot, 1), &blocks[..600]), 0);
+        assert_eq!(table.take((slot, 1), &blocks[600..601]), 1);
+        assert_eq!(table.take((slot, 1), &blocks[600..]), 399);
+        assert_eq!(table.take((slot, 2), &blocks), 0, "another registration's");
     }
 }

@@ -479,7 +479,8 @@ impl Core {
             estimated_bytes: self.tree.estimated_bytes()
                 + pending_timers * Timers::BYTES_PER_TIMER
                 + logged * std::mem::size_of::<LoggedDecision>()
-                + self.workers.engine_hash_count() * 2 * std::mem::size_of::<u64>(),
+                + self.workers.engine_hash_count() * 2 * std::mem::size_of::<u64>()
+                + self.ghosts.bytes(),
         }
     }
 
