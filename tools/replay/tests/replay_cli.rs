@@ -24,6 +24,14 @@ fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
 }
 
+/// Runs `args` with the [`SMALL`] options, which must succeed; its standard output.
+fn run_small(args: &[&str]) -> String {
+    let args: Vec<&str> = args.iter().chain(SMALL.iter()).copied().collect();
+    let o = run(&args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -61,11 +69,7 @@ const SMALL: [&str; 6] = [
 fn hit_rates_on_a_tiny_conversation_are_exact() {
     let dir = scratch("exact");
     let trace = write_trace(&dir, &CHAT);
-    let mut args = vec![trace.to_str().unwrap(), "--ttls", "0.5,60"];
-    args.extend(SMALL);
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = run_small(&[trace.to_str().unwrap(), "--ttls", "0.5,60"]);
     // 9 prompt blocks. Round-robin: turn 3 lands on turn 1's worker, which holds 2.
     assert!(row(&out, "round-robin").contains("22.2%"), "{out}");
     // Oracle and a long TTL follow the conversation: 0 + 2 + 3 blocks.
@@ -318,17 +322,13 @@ fn version_prints_the_version() {
 fn policies_choose_the_runs() {
     let dir = scratch("policies");
     let trace = write_trace(&dir, &CHAT);
-    let mut args = vec![
+    let out = run_small(&[
         trace.to_str().unwrap(),
         "--policies",
         "approx,oracle",
         "--ttls",
         "60",
-    ];
-    args.extend(SMALL);
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    ]);
     assert!(row(&out, "approx ttl=60s").contains("1.00x"), "{out}");
     row(&out, "oracle");
     for absent in ["round-robin ", "random ", "approx-capacity "] {
@@ -433,7 +433,7 @@ fn replicas_sync_through_a_tls_server_with_a_private_ca() {
     let trace = write_trace(&dir, &CHAT);
     let url = server.url();
     let ca = certs.path("ca.crt");
-    let mut args = vec![
+    let args = [
         trace.to_str().unwrap(),
         "--policies",
         "approx-capacity",
@@ -444,10 +444,7 @@ fn replicas_sync_through_a_tls_server_with_a_private_ca() {
         "--sync-tls-ca",
         ca.to_str().unwrap(),
     ];
-    args.extend(SMALL);
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = run_small(&args);
     row(&out, "approx-capacity, 2 replicas synced (redis)");
     assert!(out.contains("decisions published"), "{out}");
     assert!(out.contains(" 0 rejected"), "{out}");
@@ -457,6 +454,7 @@ fn replicas_sync_through_a_tls_server_with_a_private_ca() {
         .iter()
         .copied()
         .filter(|a| *a != "--sync-tls-ca" && *a != ca.to_str().unwrap())
+        .chain(SMALL)
         .collect();
     let o = run(&without_ca);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
@@ -494,11 +492,7 @@ fn a_ca_without_a_tls_url_is_a_usage_error() {
 fn the_realistic_cluster_runs_its_rows_and_each_perturbation_alone() {
     let dir = scratch("realistic");
     let trace = write_trace(&dir, &CHAT);
-    let mut args = vec![trace.to_str().unwrap(), "--cluster", "realistic"];
-    args.extend(SMALL);
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = run_small(&[trace.to_str().unwrap(), "--cluster", "realistic"]);
     assert!(out.contains("realistic  sizes"), "{out}");
     for policy in [
         "round-robin",
@@ -517,7 +511,7 @@ fn the_realistic_cluster_runs_its_rows_and_each_perturbation_alone() {
     );
     assert!(out.contains("/delivered"), "{out}");
     // Pins alone, nothing foreign: the conversation's turns all land where its blocks are.
-    let mut args = vec![
+    let out = run_small(&[
         trace.to_str().unwrap(),
         "--cluster",
         "realistic",
@@ -525,11 +519,7 @@ fn the_realistic_cluster_runs_its_rows_and_each_perturbation_alone() {
         "pins",
         "--capacity-start",
         "unknown",
-    ];
-    args.extend(SMALL);
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    ]);
     assert!(row(&out, "oracle").contains("55.6%"), "{out}");
     let learning = row(&out, "approx-learning start=unknown");
     assert!(
@@ -546,7 +536,7 @@ fn kv_events_reach_the_router_late_and_decisions_fill_the_gap() {
     let dir = scratch("events");
     let trace = write_trace(&dir, &CHAT);
     let with_lag = |lag: &str| {
-        let mut args = vec![
+        run_small(&[
             trace.to_str().unwrap(),
             "--cluster",
             "realistic",
@@ -554,11 +544,7 @@ fn kv_events_reach_the_router_late_and_decisions_fill_the_gap() {
             "pins",
             "--events",
             lag,
-        ];
-        args.extend(SMALL);
-        let o = run(&args);
-        assert!(o.status.success(), "{}", stderr(&o));
-        stdout(&o)
+        ])
     };
     // Turns 1 s apart. Events 5 s late: the events-only router never learns where the
     // conversation went (it spreads the turns: 2 of 9 blocks hit); the hybrid knows from
