@@ -22,8 +22,6 @@ pub struct EventFeed {
     lag_ms: u64,
     next_id: u64,
     pending: VecDeque<(u64, RouterEvent)>,
-    /// Events published so far.
-    pub published: u64,
 }
 
 impl EventFeed {
@@ -33,13 +31,11 @@ impl EventFeed {
             lag_ms: u64::try_from(lag.as_millis()).unwrap_or(u64::MAX),
             next_id: 0,
             pending: VecDeque::new(),
-            published: 0,
         }
     }
 
     fn publish(&mut self, worker: usize, at_ms: u64, data: KvCacheEventData) {
         self.next_id += 1;
-        self.published += 1;
         let event = RouterEvent {
             worker_id: worker as u64,
             event_id: self.next_id,
@@ -110,7 +106,11 @@ mod tests {
         feed.removed(0, 1200, &[11]);
         feed.removed(0, 1200, &[]);
         feed.cleared(2, 1300);
-        assert_eq!(feed.published, 3);
+        assert_eq!(
+            (feed.pending.len(), feed.next_id),
+            (3, 3),
+            "3 events published"
+        );
         let mut out = Vec::new();
         feed.due(1499, &mut out);
         assert!(out.is_empty());
