@@ -158,6 +158,9 @@ fn measure<S: Subject>(
     scenarios::find_hashes(h, &s, &hashes, workers, &mut lat);
     (row.findx_p50, row.findx_p99, row.findx_p999) = scenarios::percentiles(&mut lat);
     drop(hashes);
+    lat.clear();
+    scenarios::find_fresh(h, &s, reqs, workers, &mut lat);
+    (row.findh_p50, row.findh_p99, _) = scenarios::percentiles(&mut lat);
     drop(s);
 
     let s = make(LONG_TTL, Duration::from_millis(100));

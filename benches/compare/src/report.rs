@@ -36,6 +36,9 @@ pub struct Row {
     pub findx_p50: f64,
     pub findx_p99: f64,
     pub findx_p999: f64,
+    /// The same finds, each request hashed just before (untimed), as in a route: p50, p99 (µs).
+    pub findh_p50: f64,
+    pub findh_p99: f64,
     /// Distinct (block, worker) pairs after routing the trace, and heap bytes per pair.
     pub pairs: f64,
     pub bytes_per_pair: f64,
@@ -63,6 +66,8 @@ impl Row {
         self.findx_p50 = nan;
         self.findx_p99 = nan;
         self.findx_p999 = nan;
+        self.findh_p50 = nan;
+        self.findh_p99 = nan;
         self.pairs = nan;
         self.bytes_per_pair = nan;
         self.lag_hidden_ms = nan;
@@ -171,6 +176,16 @@ pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize, workers: usize, smg_fit
         (
             "find, hashing excl., p99.9 (µs)".into(),
             |r| r.findx_p999,
+            Target::None,
+        ),
+        (
+            "find, query just hashed, p50 (µs)".into(),
+            |r| r.findh_p50,
+            Target::None,
+        ),
+        (
+            "find, query just hashed, p99 (µs)".into(),
+            |r| r.findh_p99,
             Target::None,
         ),
         (

@@ -189,6 +189,29 @@ pub fn find_hashes<S: Subject>(
     })
 }
 
+/// As [`find_hashes`], but each request hashed just before its find (the hashing not
+/// timed), as a route does: the query is in the cache, where `find_hashes` reads it cold
+/// from a trace's worth of precomputed hashes.
+pub fn find_fresh<S: Subject>(
+    h: &Handle,
+    s: &S,
+    reqs: &[Vec<u32>],
+    workers: usize,
+    lat: &mut Vec<u64>,
+) {
+    h.block_on(async {
+        let mut overlap = vec![0u32; workers];
+        for r in reqs {
+            let x = s.hash(black_box(r));
+            overlap.fill(0);
+            let t = Instant::now();
+            s.find(black_box(&x), &mut overlap).await;
+            black_box(&mut overlap);
+            lat.push(t.elapsed().as_nanos() as u64);
+        }
+    })
+}
+
 /// How long after their TTL the entries of `reqs` (request `i` recorded for worker
 /// `i % workers`) stop being found (`.0`) and are freed (`.1`), in milliseconds past the
 /// deadline of the last record (taken at its start, so the lag is over- rather than

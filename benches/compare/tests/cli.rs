@@ -136,7 +136,7 @@ fn a_tiny_run_reports_every_subject_smg_included() {
                   | ours / actor | smg | ours / smg | smg token tree | ours / token tree |";
     assert!(out.contains(header), "{out}");
     let rows = table(&out);
-    assert_eq!(rows.len(), 26, "{out}");
+    assert_eq!(rows.len(), 28, "{out}");
     for row in &rows {
         assert_eq!(row.len(), 12, "{row:?}");
         for (value, ratio) in [(row[8], row[9]), (row[10], row[11])] {
@@ -205,7 +205,7 @@ fn a_run_over_1024_workers_prints_the_fleet() {
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("; 1024 workers;"), "{out}");
     let rows = table(&out);
-    assert_eq!(rows.len(), 26, "{out}");
+    assert_eq!(rows.len(), 28, "{out}");
     for row in &rows {
         let na = row.iter().filter(|&&c| c == "n/a").count();
         let want = if row[0].starts_with("expiry") { 4 } else { 0 };
