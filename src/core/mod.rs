@@ -7,6 +7,7 @@
 //! - `events.rs`: exact (and replayed) KV events;
 //! - `export.rs`: dump, snapshot and restore;
 //! - `pins.rs`: running requests' blocks, pinned until they finish;
+//! - `pin_paths.rs`: the paths of a slot's running requests, which count the pins;
 //! - `reports.rs`: what engines report of each request's cached prompt tokens;
 //! - `learn.rs`: the capacities reports teach, and the ghosts of evicted blocks;
 //! - `purge.rs`: freeing removed workers' entries, a few shards a tick;
@@ -16,6 +17,7 @@ mod events;
 mod evict;
 mod export;
 mod learn;
+mod pin_paths;
 mod pins;
 mod purge;
 mod reports;

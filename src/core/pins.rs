@@ -9,6 +9,8 @@
 //! it. Every request pins a whole path from the root, so the pinned blocks of a worker are
 //! closed under prefixes and counts never grow with depth along a path: a request's
 //! blocks whose count falls to zero when it is released are the deepest ones of its path.
+//! A slot keeps its running requests' paths as a trie of stretches with their counts
+//! (`pin_paths.rs`), so a pin or a release costs a pass over the request's hashes.
 //! A walk from the request's leaf lowers exactly that many claims in place, from `PIN` to a
 //! fresh expiry, and the whole path is recorded again as a decision taken at the release
 //! with that expiry, a timer and a log entry: released blocks then expire one TTL after the
@@ -19,14 +21,11 @@
 //! release's walk never removes a block that another request pinned meanwhile. Entries are
 //! tagged with the slot's generation: a handle of a removed worker changes nothing.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-
 use crossbeam_epoch as epoch;
 use dashmap::DashMap;
 
+use super::pin_paths::PinPaths;
 use super::Core;
-use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
 use crate::tree::{HashedQuery, Span, Walk, Writing};
 use crate::workers::WriteKind;
@@ -42,12 +41,12 @@ pub(crate) struct PinTable {
     slots: DashMap<Slot, SlotPins>,
 }
 
-/// One slot's pins: the registration (generation) they belong to, and each pinned block's
-/// count of running requests.
+/// One slot's pins: the registration (generation) they belong to, and its running
+/// requests' paths, which count the requests pinning each block.
 #[derive(Default)]
 struct SlotPins {
     generation: u16,
-    counts: HashMap<SequenceHash, u32, IdBuildHasher>,
+    paths: PinPaths,
 }
 
 /// What a request's begin found and did: the handle keeps it.
@@ -139,12 +138,10 @@ impl Core {
         }
         if pins.generation != generation {
             // Left by a removed registration's handles: none of it stands.
-            pins.counts.clear();
+            pins.paths.clear();
             pins.generation = generation;
         }
-        for &block in &seq[from..] {
-            *pins.counts.entry(block).or_default() += 1;
-        }
+        pins.paths.pin(seq, from);
         let holds_none = self.workers.entries(slot) == 0;
         let added = self
             .tree
@@ -178,19 +175,7 @@ impl Core {
         if pins.generation != generation {
             return;
         }
-        for block in seq {
-            if let Entry::Occupied(mut count) = pins.counts.entry(*block) {
-                *count.get_mut() -= 1;
-                if *count.get() == 0 {
-                    count.remove();
-                }
-            }
-        }
-        let released = seq
-            .iter()
-            .rev()
-            .take_while(|block| !pins.counts.contains_key(block))
-            .count();
+        let released = pins.paths.release(seq);
         if released == 0 {
             return;
         }
