@@ -6,9 +6,9 @@
 //! through it, and counts never grow with depth. The trie stores each stretch of blocks
 //! that the same running requests pass through once, with their count; a request's pin
 //! or release walks its path comparing blocks in order, so its cost is a pass over its
-//! sequence hashes plus one child lookup per stretch, instead of a hash-map update per
-//! block. Positions are compared, not hash values looked up: requests are told apart by
-//! where their paths part, which for chained sequence hashes is where their blocks differ.
+//! sequence hashes plus one child lookup per stretch. Positions are compared, not hash
+//! values looked up: requests are told apart by where their paths part, which for paths
+//! that chain (a request's always does) is where their blocks differ.
 
 use crate::SequenceHash;
 
