@@ -10,6 +10,9 @@
 //! values looked up: requests are told apart by where their paths part, which for paths
 //! that chain (a request's always does) is where their blocks differ.
 
+use std::collections::HashMap;
+
+use crate::id_hasher::IdBuildHasher;
 use crate::SequenceHash;
 
 /// The running requests' paths of one slot.
@@ -29,8 +32,8 @@ const ROOT: usize = 0;
 struct Stretch {
     blocks: Vec<SequenceHash>,
     count: u32,
-    /// Stretches that go on from this one, each with a different first block.
-    children: Vec<usize>,
+    /// Stretches that go on from this one, by their first block.
+    children: HashMap<SequenceHash, usize, IdBuildHasher>,
 }
 
 impl Default for PinPaths {
@@ -61,15 +64,24 @@ impl PinPaths {
     }
 
     /// Counts one more request on the blocks of `path` from `from` on; the request
-    /// already counts on `path[..from]` (its earlier blocks: an output joining its
-    /// prompt). Blocks before `from` that no request pins are counted for it too, so
-    /// that its release, which takes the whole path off, leaves every count as it was.
+    /// already counts on `path[..from]` (its earlier blocks, pinned by an earlier call: an
+    /// output joining its prompt). Blocks before `from` that no request pins are counted
+    /// for it too, so that its release, which takes the whole path off, leaves every count
+    /// as it was.
     pub(super) fn pin(&mut self, path: &[SequenceHash], from: usize) {
         let (mut at, mut pos) = (ROOT, 0);
         while pos < path.len() {
             let Some(child) = self.child(at, path[pos]) else {
+                let end = &mut self.stretches[at];
+                if at != ROOT && pos >= from && end.count == 1 && end.children.is_empty() {
+                    // This request alone passes here, and nothing goes on: its new blocks
+                    // extend the stretch (an output joining its prompt, block by block,
+                    // stays one stretch).
+                    end.blocks.extend_from_slice(&path[pos..]);
+                    return;
+                }
                 let rest = self.alloc(&path[pos..], 1);
-                self.stretches[at].children.push(rest);
+                self.stretches[at].children.insert(path[pos], rest);
                 return;
             };
             let shared = self.shared(child, &path[pos..]);
@@ -121,7 +133,8 @@ impl PinPaths {
                 self.merge_only_child(child);
                 break;
             }
-            self.stretches[parent].children.retain(|&c| c != child);
+            let first = self.stretches[child].blocks[0];
+            self.stretches[parent].children.remove(&first);
             self.free_subtree(child);
         }
         path.len() - kept
@@ -129,11 +142,7 @@ impl PinPaths {
 
     /// The child of `at` whose first block is `first`.
     fn child(&self, at: usize, first: SequenceHash) -> Option<usize> {
-        self.stretches[at]
-            .children
-            .iter()
-            .copied()
-            .find(|&c| self.stretches[c].blocks.first() == Some(&first))
+        self.stretches[at].children.get(&first).copied()
     }
 
     /// How many leading blocks `stretch` shares with `rest` (at least one, when called
@@ -156,14 +165,16 @@ impl PinPaths {
             count: s.count,
             children: std::mem::take(&mut s.children),
         };
+        let first = tail.blocks[0];
         let rest = self.alloc_from(tail);
-        self.stretches[stretch].children.push(rest);
+        self.stretches[stretch].children.insert(first, rest);
     }
 
     /// Joins `stretch`'s only child into it when both have the same count (what splits
     /// left behind once the requests that parted there are gone).
     fn merge_only_child(&mut self, stretch: usize) {
-        let [child] = self.stretches[stretch].children[..] else {
+        let s = &self.stretches[stretch];
+        let (1, Some(&child)) = (s.children.len(), s.children.values().next()) else {
             return;
         };
         if self.stretches[child].count != self.stretches[stretch].count {
@@ -192,7 +203,7 @@ impl PinPaths {
             None => self.alloc_from(Stretch {
                 blocks: blocks.to_vec(),
                 count,
-                children: Vec::new(),
+                children: HashMap::default(),
             }),
         }
     }
@@ -215,7 +226,7 @@ impl PinPaths {
     fn free_subtree(&mut self, stretch: usize) {
         let mut pending = vec![stretch];
         while let Some(s) = pending.pop() {
-            pending.append(&mut self.stretches[s].children);
+            pending.extend(self.stretches[s].children.drain().map(|(_, c)| c));
             self.stretches[s].count = 0;
             self.free.push(s);
         }

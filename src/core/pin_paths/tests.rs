@@ -59,6 +59,24 @@ fn stretches_split_where_requests_part_and_join_again_when_they_are_gone() {
 }
 
 #[test]
+fn an_output_added_block_by_block_stays_one_stretch() {
+    let mut pins = PinPaths::default();
+    let mut p = path(&[1, 2]);
+    pins.pin(&p, 0);
+    for block in 3..200 {
+        p.push(SequenceHash(block));
+        pins.pin(&p, p.len() - 1);
+    }
+    assert_eq!(pins.used(), 1);
+    // Another request on part of it splits it once.
+    pins.pin(&p[..50], 0);
+    assert_eq!(pins.used(), 2);
+    assert_eq!(pins.release(&p), 149);
+    assert_eq!(pins.release(&p[..50]), 50);
+    assert_eq!(pins.used(), 0);
+}
+
+#[test]
 fn releasing_a_path_never_pinned_unpins_it_all_and_changes_nothing_else() {
     let mut pins = PinPaths::default();
     pins.pin(&path(&[1, 2]), 0);
