@@ -26,9 +26,9 @@ use dashmap::DashMap;
 
 use super::pin_paths::PinPaths;
 use super::Core;
-use crate::slot::Slot;
+use crate::slot::{Slot, SlotOwners};
 use crate::tree::{HashedQuery, Span, Walk, Writing};
-use crate::workers::WriteKind;
+use crate::workers::{Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
 /// The approximate claim of a pinned block: later than every decision's expiry (except,
@@ -47,6 +47,28 @@ pub(crate) struct PinTable {
 struct SlotPins {
     generation: u16,
     paths: PinPaths,
+}
+
+/// The registry as one worker's find reads it: every slot but `slot` is dead.
+struct OnlySlot<'w> {
+    workers: &'w Workers,
+    slot: Slot,
+}
+
+impl SlotOwners for OnlySlot<'_> {
+    #[inline]
+    fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
+        (slot == self.slot)
+            .then(|| self.workers.alive(slot))
+            .flatten()
+    }
+
+    #[inline]
+    fn alive_with_entries<W: WorkerKey>(&self, slot: Slot) -> Option<(W, usize)> {
+        (slot == self.slot)
+            .then(|| self.workers.alive_with_entries(slot))
+            .flatten()
+    }
 }
 
 /// What a request's begin found and did: the handle keeps it.
@@ -87,8 +109,13 @@ impl Core {
         })
     }
 
-    /// How many leading blocks of `query` `worker` holds now.
+    /// How many leading blocks of `query` `worker` holds now: a find that follows that
+    /// worker alone (every other slot reads as dead to it), so that it ends where the
+    /// worker drops out, not where the last of the prompt's holders does.
     pub(crate) fn depth_of<W: WorkerKey>(&self, worker: W, query: HashedQuery<'_>) -> usize {
+        let Some(slot) = self.workers.lookup(worker) else {
+            return 0; // never registered, or removed: it holds nothing
+        };
         let mut depth = 0;
         let guard = epoch::pin();
         let now = self.read_time(self.now());
@@ -97,8 +124,11 @@ impl Core {
                 depth = score as usize;
             }
         };
-        self.tree
-            .find_into(query, now, &*self.workers, &guard, &mut sink);
+        let only = OnlySlot {
+            workers: &*self.workers,
+            slot,
+        };
+        self.tree.find_into(query, now, &only, &guard, &mut sink);
         depth
     }
 

@@ -66,6 +66,46 @@ fn predicted_blocks_is_the_depth_before_the_decision() {
     assert_eq!(again.predicted_blocks(), 4, "the first request's blocks");
 }
 
+/// The begin's prediction follows its worker alone: workers holding more of the prompt,
+/// or none of it, change nothing, whether finds gallop or (after an exact event) walk.
+#[test]
+fn predicted_blocks_is_the_workers_own_depth_among_many_holders() {
+    for exact_event in [false, true] {
+        let (index, _clock) = manual_index(1, TTL);
+        let prompt = tokens(0, 12);
+        for (worker, held) in [(1, 12), (2, 3), (3, 7), (4, 12)] {
+            index
+                .record(worker, Query::tokens(&prompt[..held]))
+                .unwrap();
+        }
+        index.record(5, Query::tokens(&[900, 901])).unwrap(); // none of this prompt
+        if exact_event {
+            index.apply_event(&crate::support::events::stored_ours(
+                6,
+                &prompt[..5],
+                1,
+                None,
+            ));
+        }
+        for (worker, want) in [
+            (1, 12),
+            (2, 3),
+            (3, 7),
+            (5, 0),
+            (6, if exact_event { 5 } else { 0 }),
+            (9, 0),
+        ] {
+            let request = index.begin_request(worker, &prompt);
+            assert_eq!(
+                request.predicted_blocks(),
+                want,
+                "worker {worker}, exact event {exact_event}"
+            );
+            drop(request);
+        }
+    }
+}
+
 #[test]
 fn caps_and_capacities_evict_around_pinned_blocks() {
     let clock = Arc::new(ManualClock::new());
