@@ -125,7 +125,7 @@ impl Core {
             }
         };
         let only = OnlySlot {
-            workers: &*self.workers,
+            workers: &self.workers,
             slot,
         };
         self.tree.find_into(query, now, &only, &guard, &mut sink);
