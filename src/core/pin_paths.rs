@@ -107,9 +107,12 @@ impl PinPaths {
     /// request pins any more (a block the paths do not hold counts as unpinned).
     pub(super) fn release(&mut self, path: &[SequenceHash]) -> usize {
         let (mut at, mut pos) = (ROOT, 0);
-        // The leading blocks still pinned, and the stretches walked (parent, child).
+        // The leading blocks still pinned, the deepest stretch that holds them, and the
+        // first stretch below it that no request passes through any more (with its parent):
+        // that one goes, with everything that hangs below it.
         let mut kept = 0;
-        let mut walked = Vec::new();
+        let mut last_kept = None;
+        let mut cut = None;
         while pos < path.len() {
             let Some(child) = self.child(at, path[pos]) else {
                 break;
@@ -122,20 +125,20 @@ impl PinPaths {
             stretch.count = stretch.count.saturating_sub(1);
             if stretch.count > 0 {
                 kept = pos + shared;
+                (last_kept, cut) = (Some(child), None);
+            } else if cut.is_none() {
+                cut = Some((at, child));
             }
-            walked.push((at, child));
             at = child;
             pos += shared;
         }
-        // Stretches left with no request go, with whatever hangs below them.
-        for &(parent, child) in walked.iter().rev() {
-            if self.stretches[child].count > 0 {
-                self.merge_only_child(child);
-                break;
-            }
+        if let Some((parent, child)) = cut {
             let first = self.stretches[child].blocks[0];
             self.stretches[parent].children.remove(&first);
             self.free_subtree(child);
+        }
+        if let Some(stretch) = last_kept {
+            self.merge_only_child(stretch);
         }
         path.len() - kept
     }

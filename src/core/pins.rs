@@ -94,7 +94,7 @@ impl Core {
         (local, seq): (&[LocalBlockHash], &[SequenceHash]),
     ) -> Option<Begun> {
         let slot = self.workers.resolve(worker)?;
-        let predicted = self.depth_of(worker, HashedQuery::Seq(seq));
+        let predicted = self.depth_in(slot, HashedQuery::Seq(seq));
         let prior = self.claim_before(slot, &seq[..predicted]);
         let generation = self.workers.generation(slot);
         if !seq.is_empty() {
@@ -109,21 +109,22 @@ impl Core {
         })
     }
 
-    /// How many leading blocks of `query` `worker` holds now: a find that follows that
-    /// worker alone (every other slot reads as dead to it), so that it ends where the
-    /// worker drops out, not where the last of the prompt's holders does.
+    /// How many leading blocks of `query` `worker` holds now (0 if it is not registered).
     pub(crate) fn depth_of<W: WorkerKey>(&self, worker: W, query: HashedQuery<'_>) -> usize {
-        let Some(slot) = self.workers.lookup(worker) else {
-            return 0; // never registered, or removed: it holds nothing
-        };
+        self.workers
+            .lookup(worker)
+            .map_or(0, |slot| self.depth_in(slot, query))
+    }
+
+    /// How many leading blocks of `query` `slot` holds now: a find that follows that slot
+    /// alone (every other slot reads as dead to it), so that it ends where the slot drops
+    /// out, not where the last of the prompt's holders does.
+    fn depth_in(&self, slot: Slot, query: HashedQuery<'_>) -> usize {
         let mut depth = 0;
         let guard = epoch::pin();
         let now = self.read_time(self.now());
-        let mut sink = |w: W, score: u32| {
-            if w == worker {
-                depth = score as usize;
-            }
-        };
+        // The one slot the find follows is the only one it can report.
+        let mut sink = |_: crate::WorkerWithDpRank, score: u32| depth = score as usize;
         let only = OnlySlot {
             workers: &self.workers,
             slot,

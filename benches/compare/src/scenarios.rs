@@ -173,20 +173,7 @@ pub fn find_hashes<S: Subject>(
     workers: usize,
     lat: &mut Vec<u64>,
 ) -> Duration {
-    h.block_on(async {
-        let mut overlap = vec![0u32; workers];
-        let mut total = Duration::ZERO;
-        for x in hashes {
-            overlap.fill(0);
-            let t = Instant::now();
-            s.find(black_box(x), &mut overlap).await;
-            black_box(&mut overlap);
-            let d = t.elapsed();
-            total += d;
-            lat.push(d.as_nanos() as u64);
-        }
-        total
-    })
+    time_finds(h, s, hashes.iter(), workers, lat)
 }
 
 /// As [`find_hashes`], but each request hashed just before its find (the hashing not
@@ -198,17 +185,38 @@ pub fn find_fresh<S: Subject>(
     reqs: &[Vec<u32>],
     workers: usize,
     lat: &mut Vec<u64>,
-) {
+) -> Duration {
+    time_finds(
+        h,
+        s,
+        reqs.iter().map(|r| s.hash(black_box(r))),
+        workers,
+        lat,
+    )
+}
+
+/// Times one find of each query `queries` yields (the yielding, hashing included, happens
+/// before the clock starts): the latencies into `lat`, their sum returned.
+fn time_finds<S: Subject, Q: std::borrow::Borrow<S::Hashes>>(
+    h: &Handle,
+    s: &S,
+    queries: impl Iterator<Item = Q>,
+    workers: usize,
+    lat: &mut Vec<u64>,
+) -> Duration {
     h.block_on(async {
         let mut overlap = vec![0u32; workers];
-        for r in reqs {
-            let x = s.hash(black_box(r));
+        let mut total = Duration::ZERO;
+        for x in queries {
             overlap.fill(0);
             let t = Instant::now();
-            s.find(black_box(&x), &mut overlap).await;
+            s.find(black_box(x.borrow()), &mut overlap).await;
             black_box(&mut overlap);
-            lat.push(t.elapsed().as_nanos() as u64);
+            let d = t.elapsed();
+            total += d;
+            lat.push(d.as_nanos() as u64);
         }
+        total
     })
 }
 
