@@ -202,7 +202,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// are pinned and never dropped. `docs/design.md` ("What engines report") states the
     /// rule. A loss also teaches the worker's capacity (a first value: what it held when
     /// the loss showed; an eighth lower after a loss well inside it), and blocks its
-    /// capacity evicted that the engine still delivers raise it, at least doubling it
+    /// capacity evicted that the engine still delivers raise it, at least doubling it,
+    /// together with every other worker's on the same capacity that no report taught
     /// (`docs/design.md`, "What reports teach of capacities").
     ///
     /// Returns whether the report was taken: not for a count beyond the prompt's tokens,
@@ -258,11 +259,17 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             });
         }
         if let Some(capacity) = reported.learned {
-            self.replication.share(|| Action::SetCapacity {
-                worker_id,
-                dp_rank,
-                capacity: Some(capacity as u64),
-            });
+            let raised = reported
+                .peers_raised
+                .iter()
+                .map(|p| (p.worker_id, p.dp_rank));
+            for (worker_id, dp_rank) in std::iter::once((worker_id, dp_rank)).chain(raised) {
+                self.replication.share(|| Action::SetCapacity {
+                    worker_id,
+                    dp_rank,
+                    capacity: Some(capacity as u64),
+                });
+            }
         }
     }
 

@@ -123,6 +123,9 @@ enum FuzzOp {
         request: u8,
         cached: u8,
     },
+    /// `observe_cached` of a kept request, its whole prompt cached (what an engine that
+    /// still holds blocks the index evicted reports: ghosts).
+    ObserveAll(u8),
     /// `finish_request` of a kept request.
     Finish(u8),
     Advance(u16),
@@ -342,6 +345,9 @@ fuzz_target!(|input: Input| {
             FuzzOp::Observe { request, cached } => Op::Observe {
                 request: usize::from(*request),
                 cached: usize::from(*cached % 64),
+            },
+            FuzzOp::ObserveAll(request) => Op::ObserveAll {
+                request: usize::from(*request),
             },
             FuzzOp::Finish(request) => Op::Finish {
                 request: usize::from(*request),

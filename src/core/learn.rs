@@ -14,15 +14,28 @@
 //! - **Ghosts raise it.** The blocks a worker's capacity (or the per-worker cap) evicted
 //!   are remembered per slot, the most recent `4 x cap` of them (64 to 65,536), as ARC
 //!   keeps its ghost lists (four times over: a capacity guessed a quarter of the truth
-//!   still sees the engine's whole retention). A worker that delivers more blocks than
-//!   predicted, and the extra blocks are ghosts, still held what the index evicted: its
-//!   capacity (the cap, if it had none) rises by those blocks, and at least doubles, so
-//!   that a capacity guessed four times too low is right after two such reports. The
-//!   request's own blocks, the ghosts among them, are back already: its begin recorded
-//!   them.
+//!   still sees the engine's whole retention), with the count of the slot's evictions at
+//!   each. A worker that delivers more blocks than predicted, and the extra blocks are
+//!   ghosts, still held what the index evicted. Every block it holds now, and every one
+//!   evicted since the oldest of those ghosts, was used after that ghost: when they are
+//!   at least its capacity, the capacity was short, and rises by the ghosts hit, at least
+//!   doubling, so that a capacity guessed four times too low is right after two such
+//!   reports. When they are fewer, the capacity now in force would have kept the ghost
+//!   (it was evicted before a raise), and nothing is learned. The request's own blocks,
+//!   the ghosts among them, are back already: its begin recorded them.
+//! - **A raise goes to every worker on the same guess.** The capacity learned from ghosts
+//!   is also set for every other live worker whose capacity in force was the same (its
+//!   own, or the per-worker cap) and that no report has taught since a caller set it: a
+//!   fleet given one guess is short everywhere, while ghost hits come only to the workers
+//!   that requests land on by load (the index no longer predicts the forgotten prefixes).
+//!   A worker raised too high learns it back from its losses, which come soon: the router
+//!   sends it the prompts the index believes it holds.
 //!
 //! A learned capacity is set as `set_worker_capacity` sets one (evicting at once when it
-//! is lowered) and counted in `IndexStats::capacities_learned`.
+//! is lowered), counted in `IndexStats::capacities_learned` (a raise of other workers,
+//! once per worker), and shared with the other replicas as a capacity change of each
+//! worker it set. A capacity taught by a report (a loss, or ghosts) is the worker's own:
+//! a raise of another worker leaves it alone until a caller sets it again.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -31,7 +44,7 @@ use dashmap::DashMap;
 use super::Core;
 use crate::id_hasher::IdBuildHasher;
 use crate::slot::Slot;
-use crate::SequenceHash;
+use crate::{SequenceHash, WorkerWithDpRank};
 
 /// The fewest and most ghosts a slot keeps.
 const GHOSTS: (usize, usize) = (64, 1 << 16);
@@ -107,18 +120,21 @@ impl GhostTable {
             .sum()
     }
 
-    /// How many of `blocks` are `slot`'s ghosts; they are forgotten.
-    fn take(&self, (slot, generation): (Slot, u16), blocks: &[SequenceHash]) -> usize {
-        let Some(mut ghosts) = self.slots.get_mut(&slot) else {
-            return 0;
-        };
+    /// Takes `slot`'s ghosts among `blocks` (they are forgotten): how many there were,
+    /// and the most evictions any of them has seen since its own (`None`: no ghost).
+    fn take(
+        &self,
+        (slot, generation): (Slot, u16),
+        blocks: &[SequenceHash],
+    ) -> Option<(usize, u64)> {
+        let mut ghosts = self.slots.get_mut(&slot)?;
         if ghosts.generation != generation {
-            return 0;
+            return None;
         }
-        blocks
-            .iter()
-            .filter(|b| ghosts.latest.remove(b).is_some())
-            .count()
+        let now = ghosts.stamp;
+        let stamps = blocks.iter().filter_map(|b| ghosts.latest.remove(b));
+        let (hits, oldest) = stamps.fold((0, u64::MAX), |(n, o), s| (n + 1, o.min(s)));
+        (hits > 0).then(|| (hits, now - oldest))
     }
 }
 
@@ -132,28 +148,58 @@ impl Core {
             Some(cap) if held < cap - cap / 8 => (cap - (cap / 8).max(1)).max(kept),
             Some(_) => return None,
         };
-        self.set_slot_capacity(slot, Some(learned));
-        self.capacities_learned.add(1);
+        self.teach_capacity(slot, learned);
         Some(learned)
     }
 
     /// After a gain on `extra`, the prompt's blocks past the predicted ones that the
-    /// worker delivered.
-    /// Returns the capacity learned, if any.
+    /// worker delivered. Returns the capacity learned, if any, and the other workers
+    /// raised to it (see the module).
     pub(super) fn learn_from_gain(
         &self,
         (slot, generation): (Slot, u16),
         extra: &[SequenceHash],
-    ) -> Option<usize> {
-        let hits = self.ghosts.take((slot, generation), extra);
-        if hits == 0 {
+    ) -> Option<(usize, Vec<WorkerWithDpRank>)> {
+        let (hits, evicted_since) = self.ghosts.take((slot, generation), extra)?;
+        let cap = self.worker_cap(slot)?;
+        // Every block the worker holds now, and every one evicted since, was used after
+        // the oldest ghost hit: unless that is the capacity at least, the capacity would
+        // have kept the ghost, and the hit says nothing new.
+        let used_since = self.workers.entries(slot) as u64 + evicted_since;
+        if used_since < cap as u64 {
             return None;
         }
-        let cap = self.worker_cap(slot)?;
         let learned = cap.saturating_add(hits.max(cap));
+        self.teach_capacity(slot, learned);
+        Some((learned, self.raise_peers(slot, cap, learned)))
+    }
+
+    /// Sets the capacity a report taught `slot`.
+    fn teach_capacity(&self, slot: Slot, learned: usize) {
         self.set_slot_capacity(slot, Some(learned));
+        self.workers.mark_capacity_taught(slot);
         self.capacities_learned.add(1);
-        Some(learned)
+    }
+
+    /// Raises to `learned` every other live worker whose capacity in force is `cap`, as
+    /// `slot`'s was, and whose capacity no report has taught since a caller set it.
+    /// Returns their keys.
+    fn raise_peers(&self, slot: Slot, cap: usize, learned: usize) -> Vec<WorkerWithDpRank> {
+        let mut raised = Vec::new();
+        for peer in (0..self.workers.slot_count()).filter(|&p| p != slot) {
+            let Some(key) = self.workers.alive::<WorkerWithDpRank>(peer) else {
+                continue;
+            };
+            let own = self.workers.capacity(peer);
+            if own.or(self.caps.per_worker) != Some(cap) {
+                continue;
+            }
+            if self.workers.raise_untaught_capacity(peer, own, learned) {
+                self.capacities_learned.add(1);
+                raised.push(key);
+            }
+        }
+        raised
     }
 }
 
@@ -170,10 +216,21 @@ mod tests {
         table.add((slot, 1), &blocks, 100); // at most 400 kept
         let entry = std::mem::size_of::<(SequenceHash, u64)>();
         assert!(table.bytes() >= 2 * 400 * entry, "{}", table.bytes());
-        // The oldest 600 went; each of the newest 400 is taken once.
-        assert_eq!(table.take((slot, 1), &blocks[..600]), 0);
-        assert_eq!(table.take((slot, 1), &blocks[600..601]), 1);
-        assert_eq!(table.take((slot, 1), &blocks[600..]), 399);
-        assert_eq!(table.take((slot, 2), &blocks), 0, "another registration's");
+        // The oldest 600 went; each of the newest 400 is taken once, with the evictions
+        // since the oldest taken (block 600 was the 601st of 1,000).
+        assert_eq!(table.take((slot, 1), &blocks[..600]), None);
+        assert_eq!(table.take((slot, 1), &blocks[600..601]), Some((1, 399)));
+        assert_eq!(table.take((slot, 1), &blocks[600..]), Some((399, 398)));
+        table.add((slot, 1), &blocks[..1], 100);
+        assert_eq!(
+            table.take((slot, 1), &blocks[..1]),
+            Some((1, 0)),
+            "just evicted"
+        );
+        assert_eq!(
+            table.take((slot, 2), &blocks),
+            None,
+            "another registration's"
+        );
     }
 }

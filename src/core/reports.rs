@@ -20,15 +20,17 @@ use super::pins::PIN;
 use super::Core;
 use crate::slot::Slot;
 use crate::stats::CacheReport;
-use crate::{SequenceHash, WorkerKey};
+use crate::{SequenceHash, WorkerKey, WorkerWithDpRank};
 
 /// What a report changed, for the replicas.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Reported {
     /// A loss: how long before now the lost block was last used (0: a restart).
     pub(crate) lost_used_before: Option<u64>,
     /// The capacity the report taught, if it taught one.
     pub(crate) learned: Option<usize>,
+    /// The other workers a ghost hit raised to the capacity learned (`learn.rs`).
+    pub(crate) peers_raised: Vec<WorkerWithDpRank>,
 }
 
 /// Reports per slot, tagged with the registration they belong to.
@@ -66,7 +68,10 @@ impl Core {
         let mut reported = Reported::default();
         if delivered > predicted {
             let extra = &prompt[predicted.min(prompt.len())..delivered.min(prompt.len())];
-            reported.learned = self.learn_from_gain((slot, generation), extra);
+            if let Some((learned, peers)) = self.learn_from_gain((slot, generation), extra) {
+                reported.learned = Some(learned);
+                reported.peers_raised = peers;
+            }
         }
         if delivered >= predicted || prior == 0 {
             return Some(reported);

@@ -22,6 +22,7 @@ mod find_vs_unlink;
 mod handover;
 mod join_vs_cut;
 mod outbox_bound;
+mod raise_vs_set;
 mod read_vs_write;
 mod record_vs_sweep;
 mod remove_vs_record;

@@ -69,6 +69,7 @@ impl Workers {
             info.engine_hashes.lock().clear();
             info.last_expiry.store(0, Ordering::Relaxed);
             info.capacity.store(0, Ordering::Relaxed);
+            info.capacity_taught.store(false, Ordering::Relaxed);
             self.free.lock().recycled.push(slot);
         }
     }

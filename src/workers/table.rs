@@ -75,6 +75,9 @@ pub(super) struct SlotInfo {
     pub(super) log: DecisionLog,
     /// The worker's capacity in blocks, plus one (0: not set).
     pub(super) capacity: AtomicUsize,
+    /// Whether a report taught the capacity since a caller last set it
+    /// ([`Workers::mark_capacity_taught`](super::Workers::mark_capacity_taught)).
+    pub(super) capacity_taught: AtomicBool,
     /// The latest expiry handed out by
     /// [`Workers::unique_expiry`](super::Workers::unique_expiry).
     pub(super) last_expiry: AtomicU64,

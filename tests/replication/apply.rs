@@ -428,3 +428,40 @@ fn capacities_and_losses_reach_the_other_replicas() {
     );
     assert_eq!(found(&a, &tokens(100, 3)), None);
 }
+
+/// A ghost hit's raise of the workers on the same capacity (`src/core/learn.rs`) reaches
+/// the other replicas as a capacity change of each.
+#[test]
+fn a_raise_of_peers_reaches_the_other_replicas() {
+    let clock = clock();
+    let a = replica(1, &clock);
+    let b = replica(2, &clock);
+    let tokens = |start: u32, n: u32| (start..start + n).collect::<Vec<u32>>();
+    for worker in [5, 6, 7] {
+        a.set_worker_capacity(worker, Some(4));
+    }
+    a.record(5, Query::tokens(&tokens(0, 4))).unwrap();
+    clock.advance(Duration::from_secs(1));
+    a.record(5, Query::tokens(&tokens(100, 2))).unwrap(); // evicts 2 of [0..4)
+    let request = a.begin_request(5, &tokens(0, 4));
+    assert!(a.observe_cached(&request, 4)); // the engine still had them: ghosts
+    let decisions: Vec<_> = std::iter::from_fn(|| a.outbox().unwrap().pop()).collect();
+    let capacities: Vec<_> = decisions
+        .iter()
+        .filter_map(|d| match &d.action {
+            Action::SetCapacity {
+                worker_id,
+                capacity,
+                ..
+            } => Some((*worker_id, *capacity)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(capacities[3..], [(5, Some(8)), (6, Some(8)), (7, Some(8))]);
+    for d in &decisions {
+        assert_eq!(b.apply_decision(d), Applied::Applied, "{d:?}");
+    }
+    for worker in [5, 6, 7] {
+        assert_eq!(b.worker_capacity(worker), Some(8), "worker {worker}");
+    }
+}

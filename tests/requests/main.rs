@@ -5,9 +5,12 @@
 //! index or outliving theirs change nothing; many threads pin and release one prefix.
 //! `reports`: predicted against delivered, per worker and summed; a shortfall drops the
 //! worker's older claims and never the request's own; bad reports are refused.
+//! `ghosts`: blocks the capacity evicted that the engine still delivers raise it, and the
+//! capacity of every worker on the same one that no report taught.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod ghosts;
 mod pins;
 mod reports;

@@ -87,6 +87,8 @@ pub enum Op {
     Output { request: usize, more: Vec<u32> },
     /// `observe_cached` of a kept request, `cached` tokens.
     Observe { request: usize, cached: usize },
+    /// `observe_cached` of a kept request, its whole prompt cached.
+    ObserveAll { request: usize },
     /// `finish_request` of a kept request.
     Finish { request: usize },
 }
@@ -438,18 +440,8 @@ impl Harness {
                     }
                 }
             }
-            Op::Observe { request, cached } => {
-                if let Some(at) = self.kept(*request) {
-                    let (handle, model, _, prompt_tokens) = &mut self.requests[at];
-                    let taken = self.index.observe_cached(handle, *cached);
-                    // Counts beyond the prompt (output tokens do not count) are refused.
-                    let want = *cached <= *prompt_tokens
-                        && self
-                            .model
-                            .observe(now, model, *cached / block_size as usize);
-                    assert_eq!(taken, want, "{op:?}");
-                }
-            }
+            Op::Observe { request, cached } => self.observe(now, *request, Some(*cached), op),
+            Op::ObserveAll { request } => self.observe(now, *request, None, op),
             Op::Finish { request } => {
                 if let Some(at) = self.kept(*request) {
                     let (handle, model, ..) = self.requests.swap_remove(at);
@@ -638,6 +630,20 @@ impl Harness {
     }
 
     /// Where the kept request `n` (modulo their count) is, if any is kept.
+    /// `observe_cached` of kept request `request`, `cached` tokens (`None`: its prompt's).
+    fn observe(&mut self, now: u64, request: usize, cached: Option<usize>, op: &Op) {
+        let block_size = self.settings.block_size as usize;
+        if let Some(at) = self.kept(request) {
+            let (handle, model, _, prompt_tokens) = &mut self.requests[at];
+            let cached = cached.unwrap_or(*prompt_tokens);
+            let taken = self.index.observe_cached(handle, cached);
+            // Counts beyond the prompt (output tokens do not count) are refused.
+            let want =
+                cached <= *prompt_tokens && self.model.observe(now, model, cached / block_size);
+            assert_eq!(taken, want, "{op:?}");
+        }
+    }
+
     fn kept(&self, n: usize) -> Option<usize> {
         (!self.requests.is_empty()).then(|| n % self.requests.len())
     }

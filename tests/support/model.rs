@@ -164,8 +164,11 @@ pub struct Model {
     dropped_by_reports: u64,
     /// Capacities reports set.
     capacities_learned: u64,
-    /// Blocks each registration's cap evicted lately, oldest first.
-    ghosts: HashMap<Reg, VecDeque<u64>>,
+    /// Per registration, the evictions counted so far and its ghosts with the count at
+    /// their latest eviction, oldest first.
+    ghosts: HashMap<Reg, (u64, VecDeque<(u64, u64)>)>,
+    /// Registrations whose capacity a report taught since a caller last set it.
+    taught: std::collections::HashSet<Reg>,
     /// The blocks the last walk removed.
     walked: Vec<u64>,
 }
@@ -203,6 +206,7 @@ impl Model {
             dropped_by_reports: 0,
             capacities_learned: 0,
             ghosts: HashMap::new(),
+            taught: Default::default(),
             walked: Vec::new(),
         }
     }
@@ -642,6 +646,7 @@ impl Model {
     /// once while it holds more than its bound.
     pub fn set_capacity(&mut self, now: u64, worker: WorkerId, capacity: Option<usize>) {
         let reg = self.register(worker);
+        self.taught.remove(&reg);
         self.set_reg_capacity(now, reg, capacity);
     }
 

@@ -135,21 +135,9 @@ impl Model {
         report.2 += delivered as u64;
         let reg = request.reg;
         if delivered > request.predicted {
-            // Ghosts among the extra blocks raise the cap by as many, doubling it at least.
             let len = request.seq.len();
             let extra = &request.seq[request.predicted.min(len)..delivered.min(len)];
-            let ghosts = self.ghosts.entry(reg).or_default();
-            let mut hits = 0;
-            for s in extra {
-                if let Some(at) = ghosts.iter().position(|g| *g == s.0) {
-                    ghosts.remove(at);
-                    hits += 1;
-                }
-            }
-            if let (true, Some(cap)) = (hits > 0, self.worker_cap(reg)) {
-                self.set_reg_capacity(now, reg, Some(cap.saturating_add(hits.max(cap))));
-                self.capacities_learned += 1;
-            }
+            self.learn_from_ghosts(now, reg, extra);
         }
         if delivered >= request.predicted || request.prior == 0 {
             return true;
@@ -183,19 +171,57 @@ impl Model {
         };
         if let Some(cap) = learned {
             self.set_reg_capacity(now, reg, Some(cap));
+            self.taught.insert(reg);
             self.capacities_learned += 1;
         }
         true
     }
 
+    /// Ghosts among a report's extra blocks: unless the blocks held now and those
+    /// evicted since the oldest hit ghost are fewer than the cap, the cap rises by as many
+    /// as there are hits, doubling at least; every other live registration whose cap in
+    /// force was the same, and whose capacity no report taught, rises to it too.
+    fn learn_from_ghosts(&mut self, now: u64, reg: Reg, extra: &[SequenceHash]) {
+        let (stamp, ghosts) = self.ghosts.entry(reg).or_default();
+        let mut hits = 0;
+        let mut oldest = u64::MAX;
+        for s in extra {
+            if let Some(at) = ghosts.iter().position(|g| g.0 == s.0) {
+                oldest = oldest.min(ghosts[at].1);
+                ghosts.remove(at);
+                hits += 1;
+            }
+        }
+        let evicted_since = stamp.saturating_sub(oldest);
+        let Some(cap) = self.worker_cap(reg).filter(|_| hits > 0) else {
+            return;
+        };
+        if (self.count(reg) as u64 + evicted_since) < cap as u64 {
+            return;
+        }
+        let learned = cap.saturating_add(hits.max(cap));
+        self.set_reg_capacity(now, reg, Some(learned));
+        self.taught.insert(reg);
+        self.capacities_learned += 1;
+        let peers: Vec<Reg> = self.registration.values().copied().filter(|&p| p != reg).collect();
+        for peer in peers {
+            if !self.taught.contains(&peer) && self.worker_cap(peer) == Some(cap) {
+                self.capacities.insert(peer, learned);
+                self.capacities_learned += 1;
+            }
+        }
+    }
+
     /// Remembers `blocks` as ghosts of `reg`, whose cap `cap` evicted them: the latest
-    /// `4 x cap` (64 to 65,536) kept, a block evicted again moving to the newest.
+    /// `4 x cap` (64 to 65,536) kept, a block evicted again moving to the newest, each
+    /// eviction counted.
     pub(super) fn add_ghosts(&mut self, reg: Reg, blocks: &[u64], cap: usize) {
         let bound = cap.saturating_mul(4).clamp(64, 1 << 16);
-        let ghosts = self.ghosts.entry(reg).or_default();
+        let (stamp, ghosts) = self.ghosts.entry(reg).or_default();
         for &b in blocks {
-            ghosts.retain(|g| *g != b);
-            ghosts.push_back(b);
+            *stamp += 1;
+            ghosts.retain(|g| g.0 != b);
+            ghosts.push_back((b, *stamp));
             while ghosts.len() > bound {
                 ghosts.pop_front();
             }
