@@ -4,7 +4,10 @@
 //!   (the begin's find and pin, the release's walk and new decision);
 //! - `begin_finish/256`: the same for a 256-block prompt;
 //! - `observe/16`: `observe_cached` of a request whose prediction held (begin and finish
-//!   untimed).
+//!   untimed);
+//! - `observe/ghost_raise/1024`: `observe_cached` of a request that hit two ghosts of a
+//!   worker at capacity 4, which raises the capacity of all 1,024 workers on it (the
+//!   capacities reset and the ghosts made untimed).
 
 mod common;
 
@@ -47,6 +50,28 @@ fn requests(c: &mut Criterion) {
                 black_box(held.observe_cached(&request, 16 * 64));
                 total += start.elapsed();
                 held.finish_request(request);
+            }
+            total
+        })
+    });
+    let fleet = index();
+    let (local, seq) = common::random_prompt(9, 4);
+    let (other_local, other_seq) = common::random_prompt(11, 2);
+    group.bench_function("observe/ghost_raise/1024", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                for worker in 0..1024 {
+                    fleet.set_worker_capacity(worker, Some(4));
+                }
+                fleet.record(0, Query::hashes(&local, &seq)).ok();
+                fleet.record(0, Query::hashes(&other_local, &other_seq)).ok();
+                let request = fleet.begin_request(0, Query::hashes(&local, &seq));
+                let start = Instant::now();
+                black_box(fleet.observe_cached(&request, 4 * 64));
+                total += start.elapsed();
+                assert_eq!(fleet.worker_capacity(1023), Some(8), "the raise reached the fleet");
+                fleet.finish_request(request);
             }
             total
         })
