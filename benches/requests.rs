@@ -65,12 +65,18 @@ fn requests(c: &mut Criterion) {
                     fleet.set_worker_capacity(worker, Some(4));
                 }
                 fleet.record(0, Query::hashes(&local, &seq)).ok();
-                fleet.record(0, Query::hashes(&other_local, &other_seq)).ok();
+                fleet
+                    .record(0, Query::hashes(&other_local, &other_seq))
+                    .ok();
                 let request = fleet.begin_request(0, Query::hashes(&local, &seq));
                 let start = Instant::now();
                 black_box(fleet.observe_cached(&request, 4 * 64));
                 total += start.elapsed();
-                assert_eq!(fleet.worker_capacity(1023), Some(8), "the raise reached the fleet");
+                assert_eq!(
+                    fleet.worker_capacity(1023),
+                    Some(8),
+                    "the raise reached the fleet"
+                );
                 fleet.finish_request(request);
             }
             total
