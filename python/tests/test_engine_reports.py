@@ -235,6 +235,19 @@ def test_a_loss_teaches_a_first_capacity(index):
     assert index.stats()["capacities_learned"] == 1
 
 
+def test_ghosts_raise_every_worker_on_the_same_guess(index):
+    for worker in (1, 2, 3):
+        index.set_worker_capacity(worker, 4)
+    index.set_worker_capacity(4, 5)
+    index.record(prompt(0, 4), 1)
+    index.record(prompt(100, 2), 1)  # evicts 2 of the first 4
+    handle = index.begin_request(prompt(0, 4), 1)
+    assert handle.predicted_blocks == 2
+    assert index.observe_cached(handle, 4 * BLOCK), "the engine still had them: ghosts"
+    assert [index.worker_capacity(w) for w in (1, 2, 3, 4)] == [8, 8, 8, 5]
+    assert index.stats()["capacities_learned"] == 3, "1's own, and 2 and 3 on its guess"
+
+
 def test_capacities_travel_with_snapshots(index):
     index.set_worker_capacity(3, 7, dp_rank=1)
     fresh = ApproxKvIndexer(block_size=BLOCK, ttl=60.0)
