@@ -13,7 +13,7 @@ use approx_kv_index::*;
 use proptest::prelude::*;
 
 use super::{clock, manual, replica, replica_builder, route, EPOCH, NS, TTL};
-use crate::support::index::{score, sharing_replica};
+use crate::support::index::{score, sharing_replica, tokens};
 
 /// Every decision queued by `from`, through the wire format.
 fn drain(from: &ApproxKvIndexer) -> Vec<Decision> {
@@ -379,7 +379,6 @@ fn capacities_and_losses_reach_the_other_replicas() {
     let clock = clock();
     let a = replica(1, &clock);
     let b = replica(2, &clock);
-    let tokens = |start: u32, n: u32| (start..start + n).collect::<Vec<u32>>();
     a.set_worker_capacity(5, Some(40));
     a.record(5, Query::tokens(&tokens(100, 3))).unwrap(); // used first
     clock.advance(Duration::from_secs(1));
@@ -436,7 +435,6 @@ fn a_raise_of_peers_reaches_the_other_replicas() {
     let clock = clock();
     let a = replica(1, &clock);
     let b = replica(2, &clock);
-    let tokens = |start: u32, n: u32| (start..start + n).collect::<Vec<u32>>();
     for worker in [5, 6, 7] {
         a.set_worker_capacity(worker, Some(4));
     }

@@ -7,14 +7,9 @@ use std::time::Duration;
 
 use approx_kv_index::*;
 
-use crate::support::index::{index_with, tokens};
+use crate::support::index::{index_with, score_or_zero, tokens};
 
 const TTL: Duration = Duration::from_secs(60);
-
-fn score(index: &ApproxKvIndexer, prompt: &[u32], worker: u64) -> u32 {
-    let found = index.find(Query::tokens(prompt));
-    found.scores.get(&worker).copied().unwrap_or(0)
-}
 
 #[test]
 fn ghosts_of_blocks_the_capacity_evicted_raise_it() {
@@ -23,7 +18,7 @@ fn ghosts_of_blocks_the_capacity_evicted_raise_it() {
     index.record(1, Query::tokens(&tokens(0, 4))).unwrap();
     clock.advance(Duration::from_micros(1));
     index.record(1, Query::tokens(&tokens(100, 2))).unwrap(); // evicts 2 of [0..4)
-    assert_eq!(score(&index, &tokens(0, 4), 1), 2);
+    assert_eq!(score_or_zero(&index, &tokens(0, 4), 1), 2);
     let request = index.begin_request(1, &tokens(0, 4));
     assert_eq!(request.predicted_blocks(), 2);
     // The engine still had all four: the two evicted blocks were ghosts.
@@ -36,9 +31,9 @@ fn ghosts_of_blocks_the_capacity_evicted_raise_it() {
     assert_eq!(index.stats().capacities_learned, 1);
     // The request's pins took the capacity of 4 before the report: [100, 102) went,
     // and is a ghost in turn.
-    assert_eq!(score(&index, &tokens(100, 2), 1), 0);
+    assert_eq!(score_or_zero(&index, &tokens(100, 2), 1), 0);
     drop(request);
-    assert_eq!(score(&index, &tokens(0, 4), 1), 4);
+    assert_eq!(score_or_zero(&index, &tokens(0, 4), 1), 4);
     let other = index.begin_request(1, &tokens(100, 2));
     assert!(index.observe_cached(&other, 2));
     assert_eq!(

@@ -4,14 +4,9 @@ use std::time::Duration;
 
 use approx_kv_index::*;
 
-use crate::support::index::{index_with, manual_index, tokens};
+use crate::support::index::{index_with, manual_index, score_or_zero, tokens};
 
 const TTL: Duration = Duration::from_secs(60);
-
-fn score(index: &ApproxKvIndexer, prompt: &[u32], worker: u64) -> u32 {
-    let found = index.find(Query::tokens(prompt));
-    found.scores.get(&worker).copied().unwrap_or(0)
-}
 
 #[test]
 fn reports_sum_predicted_and_delivered_per_worker() {
@@ -61,9 +56,21 @@ fn a_shortfall_drops_older_claims_and_never_the_requests_own() {
     let request = index.begin_request(1, &tokens(0, 6));
     assert_eq!(request.predicted_blocks(), 4);
     assert!(index.observe_cached(&request, 2));
-    assert_eq!(score(&index, &tokens(100, 3), 1), 0, "used no later: gone");
-    assert_eq!(score(&index, &tokens(200, 2), 1), 2, "used later: kept");
-    assert_eq!(score(&index, &tokens(0, 6), 1), 6, "its own blocks stay");
+    assert_eq!(
+        score_or_zero(&index, &tokens(100, 3), 1),
+        0,
+        "used no later: gone"
+    );
+    assert_eq!(
+        score_or_zero(&index, &tokens(200, 2), 1),
+        2,
+        "used later: kept"
+    );
+    assert_eq!(
+        score_or_zero(&index, &tokens(0, 6), 1),
+        6,
+        "its own blocks stay"
+    );
     assert_eq!(index.stats().dropped_by_reports, 3);
     let r = index.cache_reports()[0].1;
     assert_eq!((r.predicted_blocks, r.delivered_blocks), (4, 2));
@@ -76,7 +83,7 @@ fn a_report_that_meets_the_prediction_drops_nothing() {
     index.record(1, Query::tokens(&tokens(0, 2))).unwrap();
     let request = index.begin_request(1, &tokens(0, 3));
     assert!(index.observe_cached(&request, 3)); // more than predicted: fine
-    assert_eq!(score(&index, &tokens(100, 3), 1), 3);
+    assert_eq!(score_or_zero(&index, &tokens(100, 3), 1), 3);
     assert_eq!(index.stats().dropped_by_reports, 0);
 }
 
@@ -89,11 +96,15 @@ fn a_lost_block_another_request_pinned_means_a_restart() {
     assert_eq!(request.predicted_blocks(), 2);
     assert!(index.observe_cached(&request, 0));
     assert_eq!(
-        score(&index, &tokens(100, 3), 1),
+        score_or_zero(&index, &tokens(100, 3), 1),
         0,
         "every unpinned claim goes"
     );
-    assert_eq!(score(&index, &tokens(0, 3), 1), 3, "pinned ones stay");
+    assert_eq!(
+        score_or_zero(&index, &tokens(0, 3), 1),
+        3,
+        "pinned ones stay"
+    );
     drop(running);
 }
 
@@ -110,7 +121,7 @@ fn bad_reports_are_refused_without_change() {
     assert!(index.observe_cached(&request, 5));
     assert!(!index.observe_cached(&request, 0), "a second report");
     assert_eq!(index.cache_reports()[0].1.reports, 1);
-    assert_eq!(score(&index, &tokens(0, 4), 1), 2);
+    assert_eq!(score_or_zero(&index, &tokens(0, 4), 1), 2);
 }
 
 #[test]
