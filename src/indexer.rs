@@ -399,9 +399,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// the TTL; exact entries (KV events) count and are never evicted.
     ///
     /// The first capacity set on an index without a per-worker cap starts logging
-    /// decisions for eviction, and logs what every worker holds then (each of its leaves
-    /// as a decision, its path's expiries made unique: a few nanoseconds more at most), so
-    /// everything is evicted in order. A capacity belongs to the key's registration:
+    /// decisions for eviction, and logs what every worker holds then (each place one of
+    /// its decisions ended as a decision, its path's expiries made unique: a few
+    /// nanoseconds more at most), so everything is evicted in order. A capacity belongs to the key's registration:
     /// [`remove_worker`](Self::remove_worker) forgets it. It is shared with the other
     /// replicas (an [`Action::SetCapacity`](crate::replication::Action::SetCapacity)
     /// decision, as are the capacities reports teach) and kept in snapshots.

@@ -8,6 +8,9 @@ pub struct IndexStats {
     /// Stored (block, worker) pairs not yet reclaimed, expired ones included until swept.
     pub entries: usize,
     /// Blocks (distinct block prefixes) in the radix tree, each run counted as its blocks.
+    /// A block that only removed workers' entries hold, left above a gap and then covered
+    /// by a run, counts twice until the sweeper's purge takes those entries
+    /// (`docs/design.md`, "One timer per decision, not per block").
     pub nodes: usize,
     /// Workers currently registered (recorded and not removed).
     pub workers: usize,

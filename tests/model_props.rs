@@ -637,3 +637,39 @@ fn a_run_inserted_over_a_block_left_above_a_gap_counts_it_once() {
     ];
     run(1, 7, 1, false, &ops);
 }
+
+/// Found by `learning_props` at 3,000 cases: a record copying block 0's holder array left
+/// the removed workers 1 and 3 out; worker 2's capacity then evicted block 0, its last
+/// holder, leaving worker 1's entry on block 1 above the gap; worker 0's decision through
+/// that prefix laid a run over it, and block 1 counted twice in `stats().nodes` until the
+/// purge took worker 1's entry (`IndexStats::nodes` says so; the harness allows it).
+#[test]
+fn a_run_laid_over_a_removed_workers_block_counts_it_twice_until_the_purge() {
+    let record = |worker, tokens: &[u32]| Op::Record {
+        worker,
+        tokens: tokens.to_vec(),
+        salt: 0,
+    };
+    let ops = [
+        record(1, &[0, 1]),
+        record(3, &[0]),
+        Op::RemoveWorker(1),
+        Op::SetCapacity {
+            worker: 2,
+            capacity: Some(4),
+        },
+        Op::RemoveWorker(3),
+        record(2, &[0]),
+        record(2, &[100, 101, 102, 103]),
+        record(0, &[0, 1, 2]),
+    ];
+    let mut h = Harness::new(1, Duration::from_millis(1), Duration::from_micros(1), false);
+    for op in &ops {
+        h.apply(op);
+    }
+    let stats = h.index.stats();
+    assert_eq!((stats.entries, stats.nodes), (8, 8), "block 1 twice");
+    h.apply(&Op::Sweep);
+    let stats = h.index.stats();
+    assert_eq!((stats.entries, stats.nodes), (7, 7), "the purge took it");
+}

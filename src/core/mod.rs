@@ -382,8 +382,8 @@ impl Core {
 
     /// When slot logs start (the first capacity set on an index without a per-worker
     /// cap), logs what every live worker holds, so that it too is evicted in order. Each
-    /// leaf (an entry that no deeper live entry of the same worker continues) becomes a
-    /// decision of its own: in order of (expiry, block, worker), its path up from the leaf
+    /// leaf (an entry that no deeper live entry of the same worker with a claim as late
+    /// continues: where a decision ended) becomes a decision of its own: in order of (expiry, block, worker), its path up from the leaf
     /// is raised to a unique expiry (at least its own, as a capped record's: a few
     /// nanoseconds more at most), timed and logged. Paths that share a prefix then leave
     /// it to the later one, so no eviction leaves a worker's deeper blocks without their
@@ -393,9 +393,16 @@ impl Core {
         let rows = self.tree.live_entries(self.read_at(), &guard);
         let held: std::collections::HashMap<(Slot, SequenceHash), &LiveEntry> =
             rows.iter().map(|r| ((r.slot, r.seq), r)).collect();
+        // Continued by a deeper entry of the same decision: one whose claim is as late (a
+        // deeper entry with an earlier claim was left by an earlier decision, and this
+        // entry is where a later one ended).
         let continued: std::collections::HashSet<(Slot, SequenceHash)> = rows
             .iter()
             .filter(|r| r.depth > 0)
+            .filter(|r| {
+                held.get(&(r.slot, r.parent))
+                    .is_some_and(|p| r.expiry >= p.expiry)
+            })
             .map(|r| (r.slot, r.parent))
             .collect();
         let mut leaves: Vec<(u64, SequenceHash, crate::WorkerWithDpRank, Slot)> = rows

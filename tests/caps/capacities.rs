@@ -211,6 +211,31 @@ fn decisions_before_the_first_capacity_are_evicted_in_order_too() {
     }
 }
 
+/// Found by `learning_props`: the first capacity logged only leaves, so a decision that
+/// ended above an older, deeper one (a prompt re-recorded one block shorter) was in no log
+/// and never evicted; a request's release then evicted its parent and left it above a gap.
+#[test]
+fn a_decision_that_ended_above_an_older_one_is_evicted_in_its_turn() {
+    let (index, clock) = index();
+    index.record(1, Query::tokens(&tokens(0, 5))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(0, 4))).unwrap(); // ends above block 4
+    index.set_worker_capacity(1, Some(2));
+    assert_eq!(index.worker_entries(1), 2, "block 4, then blocks 3 and 2");
+    assert_eq!(score(&index, &tokens(0, 5), 1), 2);
+
+    let (index, clock) = self::index();
+    index.record(1, Query::tokens(&tokens(0, 5))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(0, 4))).unwrap();
+    let request = index.begin_request(1, &tokens(0, 3));
+    index.set_worker_capacity(1, Some(2)); // blocks 4 and 3 go; 0..3 are pinned
+    assert_eq!(index.worker_entries(1), 3);
+    index.finish_request(request); // the release evicts block 2: no block 3 above a gap
+    assert_eq!(index.worker_entries(1), 2);
+    assert_eq!(score(&index, &tokens(0, 4), 1), 2);
+}
+
 /// Many threads recording for one worker with a capacity: once they are done, the worker
 /// is within it ("never stays above it").
 #[test]

@@ -688,9 +688,15 @@ impl Model {
             })
             .collect();
         let parent_of = |key: u64| parents.get(&key).copied();
+        // Continued only by a deeper entry with a claim as late (the same decision's).
+        let expiry = |reg: Reg, key: u64| self.entries[&(reg, key)].expiry;
         let continued: HashSet<(Reg, u64)> = live
             .iter()
-            .filter_map(|&(reg, key)| Some((reg, parent_of(key)?)))
+            .filter_map(|&(reg, key)| Some((reg, key, parent_of(key)?)))
+            .filter(|&(reg, key, parent)| {
+                live.contains(&(reg, parent)) && expiry(reg, key) >= expiry(reg, parent)
+            })
+            .map(|(reg, _, parent)| (reg, parent))
             .collect();
         let worker_of = |reg: Reg| {
             let found = self.registration.iter().find(|(_, &r)| r == reg);
