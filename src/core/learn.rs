@@ -14,10 +14,10 @@
 //! - **Ghosts raise it.** The blocks a worker's capacity (or the per-worker cap) evicted
 //!   are remembered per slot, the most recent `4 x cap` of them (64 to 65,536), as ARC
 //!   keeps its ghost lists (four times over: a capacity guessed a quarter of the truth
-//!   still sees the engine's whole retention), with the count of the slot's evictions at
-//!   each. A worker that delivers more blocks than predicted, and the extra blocks are
+//!   still sees the engine's whole retention), with the count of the slot's evictions
+//!   once the walk that evicted it was done. A worker that delivers more blocks than predicted, and the extra blocks are
 //!   ghosts, still held what the index evicted. Every block it holds now, and every one
-//!   evicted since the oldest of those ghosts, was used after that ghost: when they are
+//!   evicted by a later walk than the oldest of those ghosts, was used after that ghost: when they are
 //!   at least its capacity, the capacity was short, and rises by the ghosts hit, at least
 //!   doubling, so that a capacity guessed four times too low is right after two such
 //!   reports. When they are fewer, the capacity now in force would have kept the ghost
@@ -57,8 +57,9 @@ pub(crate) struct GhostTable {
     slots: DashMap<Slot, SlotGhosts>,
 }
 
-/// One slot's ghosts: each block with the stamp of its latest eviction, and the
-/// evictions in order (an entry whose stamp is not the block's latest is stale).
+/// One slot's ghosts: each block with the stamp of its latest eviction (the count of the
+/// slot's evictions once the walk that evicted it was done), and the evictions in order
+/// (an entry whose stamp is not the block's latest is stale).
 #[derive(Default)]
 struct SlotGhosts {
     generation: u16,
@@ -68,10 +69,14 @@ struct SlotGhosts {
 }
 
 impl SlotGhosts {
-    fn add(&mut self, block: SequenceHash, bound: usize) {
-        self.stamp += 1;
-        self.latest.insert(block, self.stamp);
-        self.order.push_back((block, self.stamp));
+    /// Remembers the blocks one walk evicted, all with the count of evictions once it was
+    /// done (blocks evicted together were used together: none is "since" another).
+    fn add_walk(&mut self, blocks: &[SequenceHash], bound: usize) {
+        self.stamp += blocks.len() as u64;
+        for &block in blocks {
+            self.latest.insert(block, self.stamp);
+            self.order.push_back((block, self.stamp));
+        }
         while self.latest.len() > bound {
             let Some((oldest, stamp)) = self.order.pop_front() else {
                 break;
@@ -104,9 +109,7 @@ impl GhostTable {
                 ..SlotGhosts::default()
             };
         }
-        for &block in blocks {
-            ghosts.add(block, bound);
-        }
+        ghosts.add_walk(blocks, bound);
     }
 
     /// The heap bytes the ghosts hold: per ghost a map entry (its block and stamp) and a
@@ -121,7 +124,8 @@ impl GhostTable {
     }
 
     /// Takes `slot`'s ghosts among `blocks` (they are forgotten): how many there were,
-    /// and the most evictions any of them has seen since its own (`None`: no ghost).
+    /// and the most blocks evicted by walks after the one that evicted any of them
+    /// (`None`: no ghost).
     fn take(
         &self,
         (slot, generation): (Slot, u16),
@@ -162,8 +166,8 @@ impl Core {
     ) -> Option<(usize, Vec<WorkerWithDpRank>)> {
         let (hits, evicted_since) = self.ghosts.take((slot, generation), extra)?;
         let cap = self.worker_cap(slot)?;
-        // Every block the worker holds now, and every one evicted since, was used after
-        // the oldest ghost hit: unless that is the capacity at least, the capacity would
+        // Every block the worker holds now, and every one evicted by a later walk, was used
+        // after the oldest ghost hit: unless that is the capacity at least, the capacity would
         // have kept the ghost, and the hit says nothing new.
         let used_since = self.workers.entries(slot) as u64 + evicted_since;
         if used_since < cap as u64 {
@@ -216,17 +220,16 @@ mod tests {
         table.add((slot, 1), &blocks, 100); // at most 400 kept
         let entry = std::mem::size_of::<(SequenceHash, u64)>();
         assert!(table.bytes() >= 2 * 400 * entry, "{}", table.bytes());
-        // The oldest 600 went; each of the newest 400 is taken once, with the evictions
-        // since the oldest taken (block 600 was the 601st of 1,000).
+        // The oldest 600 went; each of the newest 400 is taken once. One walk evicted
+        // them all: none was evicted since another.
         assert_eq!(table.take((slot, 1), &blocks[..600]), None);
-        assert_eq!(table.take((slot, 1), &blocks[600..601]), Some((1, 399)));
-        assert_eq!(table.take((slot, 1), &blocks[600..]), Some((399, 398)));
-        table.add((slot, 1), &blocks[..1], 100);
-        assert_eq!(
-            table.take((slot, 1), &blocks[..1]),
-            Some((1, 0)),
-            "just evicted"
-        );
+        assert_eq!(table.take((slot, 1), &blocks[600..601]), Some((1, 0)));
+        assert_eq!(table.take((slot, 1), &blocks[600..]), Some((399, 0)));
+        // Two walks: the first's blocks have seen the second's 200 evictions since.
+        table.add((slot, 1), &blocks[..100], 100);
+        table.add((slot, 1), &blocks[100..300], 100);
+        assert_eq!(table.take((slot, 1), &blocks[50..51]), Some((1, 200)));
+        assert_eq!(table.take((slot, 1), &blocks[100..300]), Some((200, 0)));
         assert_eq!(
             table.take((slot, 2), &blocks),
             None,

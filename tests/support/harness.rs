@@ -544,8 +544,15 @@ impl Harness {
         let stats = self.index.stats();
         assert_eq!(stats.workers, self.model.workers(), "registered workers");
         assert_eq!((stats.records, stats.finds), (self.records, self.finds));
+        // A block a removed worker's entry is left on above a gap, under a run, counts
+        // twice in `nodes` until the purge (`IndexStats::nodes`), and array copies may
+        // have uncounted that entry already.
+        let orphans = match self.settings.max_entries {
+            None => self.model.removed_stored_count(),
+            Some(_) => 0,
+        };
         assert!(
-            stats.nodes <= stats.entries,
+            stats.nodes <= stats.entries + orphans,
             "{stats:?}: a node without holders"
         );
         let (low, high) = (

@@ -178,7 +178,7 @@ impl Model {
     }
 
     /// Ghosts among a report's extra blocks: unless the blocks held now and those
-    /// evicted since the oldest hit ghost are fewer than the cap, the cap rises by as many
+    /// evicted by walks after the oldest hit ghost's are fewer than the cap, the cap rises by as many
     /// as there are hits, doubling at least; every other live registration whose cap in
     /// force was the same, and whose capacity no report taught, rises to it too.
     fn learn_from_ghosts(&mut self, now: u64, reg: Reg, extra: &[SequenceHash]) {
@@ -214,12 +214,13 @@ impl Model {
 
     /// Remembers `blocks` as ghosts of `reg`, whose cap `cap` evicted them: the latest
     /// `4 x cap` (64 to 65,536) kept, a block evicted again moving to the newest, each
-    /// eviction counted.
+    /// stamped with the count of evictions once its walk is done.
     pub(super) fn add_ghosts(&mut self, reg: Reg, blocks: &[u64], cap: usize) {
         let bound = cap.saturating_mul(4).clamp(64, 1 << 16);
         let (stamp, ghosts) = self.ghosts.entry(reg).or_default();
+        // Stamped once the walk is done: blocks evicted together were used together.
+        *stamp += blocks.len() as u64;
         for &b in blocks {
-            *stamp += 1;
             ghosts.retain(|g| g.0 != b);
             ghosts.push_back((b, *stamp));
             while ghosts.len() > bound {
