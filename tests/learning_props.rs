@@ -2,10 +2,8 @@
 //! (`tests/support/model/requests.rs`): workers with small capacities (some equal, some
 //! on the per-worker cap) hold prompts longer than those, so that decisions evict and
 //! engines deliver what the index evicted (ghosts). After every step the capacities, the
-//! count of capacities learned, the finds and the stats must equal the model's. No worker
-//! is removed here (`model_props` removes them): with removals, pins and caps together,
-//! 20,000 cases find accounting differences of removed workers' entries left above gaps
-//! (`CHANGELOG.md`, "Fixed", on `IndexStats::nodes`), which are not about learning.
+//! count of capacities learned, the finds and the stats must equal the model's. Workers
+//! are removed too, while their requests run.
 //!
 //! Case counts are modest so `cargo test` stays fast; raise them with `PROPTEST_CASES`.
 
@@ -39,6 +37,7 @@ fn op(ttl: u64) -> impl Strategy<Value = Op> {
         1 => prompt().prop_map(|tokens| Op::Find { tokens, salt: 0 }),
         2 => (1u64..=100).prop_map(move |percent| Op::Advance(ttl / 400 * percent)),
         1 => Just(Op::Sweep),
+        1 => worker().prop_map(Op::RemoveWorker),
     ]
 }
 

@@ -673,3 +673,44 @@ fn a_run_laid_over_a_removed_workers_block_counts_it_twice_until_the_purge() {
     let stats = h.index.stats();
     assert_eq!((stats.entries, stats.nodes), (7, 7), "the purge took it");
 }
+
+/// Found by `learning_props` at 20,000 cases: worker 0's begin laid a run over the head of
+/// removed worker 3's run (left above a gap), and its next record split worker 3's run; that
+/// split met worker 0's tail marker inside its blocks and split worker 0's run, which met
+/// worker 3's head and split worker 3's run again, placing its blocks twice and counting
+/// seven of its entries as held twice: `entries` fell 7 below the tree until the purge.
+#[test]
+fn a_split_nested_in_its_own_run_places_its_blocks_once() {
+    let t = |start: u32, n: u32| (start..start + n).collect::<Vec<u32>>();
+    let record = |worker, tokens: Vec<u32>| Op::Record {
+        worker,
+        tokens,
+        salt: 0,
+    };
+    let ops = [
+        Op::Begin {
+            worker: 1,
+            tokens: vec![0],
+        },
+        Op::Begin {
+            worker: 3,
+            tokens: t(0, 10),
+        },
+        Op::RemoveWorker(3),
+        Op::Finish { request: 0 },
+        Op::SetCapacity {
+            worker: 1,
+            capacity: Some(2),
+        },
+        record(0, vec![0]),
+        record(1, t(100, 2)),
+        record(0, t(100, 3)),
+        Op::Begin {
+            worker: 0,
+            tokens: t(0, 9),
+        },
+        record(0, t(0, 10)),
+    ];
+    let h = run_capped(1, 1_000_000, 1_000, false, (Some(3), None), &ops);
+    assert_eq!(h.model.stored_count(None), 0);
+}

@@ -202,7 +202,8 @@ impl Tree {
     /// own walks remove them later), over which a decision made this run. A block there
     /// takes the run's holders too (and the count the slot now has twice goes to
     /// `Tree::uncounted`); another run there is split up first, and where its tail marker
-    /// lies inside this run's blocks, its entry there waits for this run's.
+    /// (or, for runs that overlap, its head) is the key of a run this split is nested in,
+    /// its entry there waits for that run's split.
     fn split_in_turn(
         &self,
         head: SequenceHash,
@@ -281,10 +282,11 @@ impl Tree {
             };
             self.place_split_block(&mut split, seqs[i], node, outer, guard);
         }
-        // Our tail's block is in place: the entries nested splits left for it.
+        // Every block is in place once the head is replaced: the entries nested splits
+        // left for our blocks (the tail's, or the head's) go in then.
         let (_, waiting) = outer.pop().expect("pushed above");
-        self.place_waiting_entries(waiting, guard);
         self.replace_split_head(head, run, &frozen, guard);
+        self.place_waiting_entries(waiting, guard);
         for (&(slot, _), merged) in frozen.holders.iter().zip(split.merged) {
             if merged > 0 {
                 self.uncounted.push((slot, merged));
@@ -322,7 +324,12 @@ impl Tree {
                     }
                 }
                 Kind::Tail { run: mine, .. } if mine == split.run => *o.get_mut() = node(),
-                Kind::Tail { run: other, .. } if outer.iter().any(|(r, _)| *r == other) => {
+                // A run this split is nested in (its tail marker, or its head, when a run
+                // was laid over another's head): its split places the block, and these
+                // entries after it.
+                Kind::Tail { run: other, .. } | Kind::Head(other)
+                    if outer.iter().any(|(r, _)| *r == other) =>
+                {
                     let waiting = outer.iter_mut().find(|(r, _)| *r == other);
                     if let Some((_, entries)) = waiting {
                         let holders = split.holders.iter();
