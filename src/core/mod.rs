@@ -383,11 +383,11 @@ impl Core {
     /// When slot logs start (the first capacity set on an index without a per-worker
     /// cap), logs what every live worker holds, so that it too is evicted in order. Each
     /// leaf (an entry that no deeper live entry of the same worker with a claim as late
-    /// continues: where a decision ended) becomes a decision of its own: in order of (expiry, block, worker), its path up from the leaf
-    /// is raised to a unique expiry (at least its own, as a capped record's: a few
-    /// nanoseconds more at most), timed and logged. Paths that share a prefix then leave
-    /// it to the later one, so no eviction leaves a worker's deeper blocks without their
-    /// prefix. Records racing this are logged themselves (the flag is set first).
+    /// continues: where a decision ended) becomes a decision of its own: in order of
+    /// (expiry, block, worker), its path up from the leaf is raised to a unique expiry (at
+    /// least its own, as a capped record's: a few nanoseconds more at most), timed and
+    /// logged. Paths that share a prefix then leave it to the later one, so no eviction
+    /// leaves a worker's deeper blocks without their prefix. Records racing this are logged themselves (the flag is set first).
     fn log_what_is_held(&self) {
         let guard = self.tree.writing();
         let rows = self.tree.live_entries(self.read_at(), &guard);

@@ -544,15 +544,21 @@ impl Harness {
         let stats = self.index.stats();
         assert_eq!(stats.workers, self.model.workers(), "registered workers");
         assert_eq!((stats.records, stats.finds), (self.records, self.finds));
+        // Removed workers' entries that array copies dropped already, and the nodes those
+        // were the last entries of (none under a global cap, where they count toward it
+        // until swept).
+        let (removed_entries, removed_nodes) = match self.settings.max_entries {
+            None => (
+                self.model.removed_stored_count(),
+                self.model.removed_only_nodes(),
+            ),
+            Some(_) => (0, 0),
+        };
         // A block a removed worker's entry is left on above a gap, under a run, counts
         // twice in `nodes` until the purge (`IndexStats::nodes`), and array copies may
         // have uncounted that entry already.
-        let orphans = match self.settings.max_entries {
-            None => self.model.removed_stored_count(),
-            Some(_) => 0,
-        };
         assert!(
-            stats.nodes <= stats.entries + orphans,
+            stats.nodes <= stats.entries + removed_entries,
             "{stats:?}: a node without holders"
         );
         let (low, high) = (
@@ -593,13 +599,7 @@ impl Harness {
                 .map(|(w, r)| (w, (r.reports, r.predicted_blocks, r.delivered_blocks)))
                 .collect();
             assert_eq!(reports, model.cache_reports(), "cache reports at t={now}");
-            // Exact, but for removed workers' entries that array copies dropped already,
-            // and the nodes those were the last entries of (none under a global cap,
-            // where they count toward it until swept).
-            let (entries, nodes) = match self.settings.max_entries {
-                None => (model.removed_stored_count(), model.removed_only_nodes()),
-                Some(_) => (0, 0),
-            };
+            // Exact, but for the removed workers' entries and nodes above.
             let within = |got: usize, want: usize, (under, over): (usize, usize), what: &str| {
                 assert!(
                     (want - under..=want + over).contains(&got),
@@ -608,11 +608,16 @@ impl Harness {
                     want + over
                 );
             };
-            within(stats.entries, high, (entries, 0), "entries");
+            within(stats.entries, high, (removed_entries, 0), "entries");
             // And one node more per removed worker's entry: a block left above a gap by an
             // array copy that dropped that worker from its parent, which a run then
             // covered, counts twice until the purge (`IndexStats::nodes`).
-            within(stats.nodes, model.nodes(), (nodes, entries), "nodes");
+            within(
+                stats.nodes,
+                model.nodes(),
+                (removed_nodes, removed_entries),
+                "nodes",
+            );
         }
         self.check_caps();
     }
