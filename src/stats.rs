@@ -47,6 +47,14 @@ pub struct IndexStats {
     /// Workers' capacities that reports set, lowered or raised, since creation
     /// (`docs/design.md`, "Running requests and what engines report").
     pub capacities_learned: u64,
+    /// Whether finds gallop (probe the query's last block, then bisect to where workers
+    /// drop out): true while every worker's live entries along any prompt form a prefix of
+    /// it, as decisions, exact KV events of an engine that evicts leaves first, and their
+    /// replays keep them. False for good once an event or a restore may have broken that
+    /// (a block removed above blocks its worker still holds, an exact block stored below
+    /// one its worker holds only by decision): finds then walk each prompt block by block
+    /// (`docs/design.md`, "Nested holder sets").
+    pub finds_gallop: bool,
 }
 
 /// Engines' reports of cached prompt tokens for one worker (or summed): how many leading
@@ -120,6 +128,7 @@ pub(crate) fn publish(s: &IndexStats, reports: &[((u64, u32), CacheReport)]) {
     metrics::gauge!("approx_kv_index_workers").set(s.workers as f64);
     metrics::gauge!("approx_kv_index_pending_timers").set(s.pending_timers as f64);
     metrics::gauge!("approx_kv_index_estimated_bytes").set(s.estimated_bytes as f64);
+    metrics::gauge!("approx_kv_index_finds_gallop").set(f64::from(u8::from(s.finds_gallop)));
     metrics::counter!("approx_kv_index_records_total").absolute(s.records);
     metrics::counter!("approx_kv_index_finds_total").absolute(s.finds);
     metrics::counter!("approx_kv_index_expirations_total").absolute(s.expirations);

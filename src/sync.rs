@@ -19,7 +19,7 @@ pub(crate) use crossbeam_queue::SegQueue;
 #[cfg(not(loom))]
 pub(crate) use dashmap::DashMap;
 #[cfg(not(loom))]
-pub(crate) use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub(crate) use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
@@ -27,7 +27,7 @@ pub(crate) use loom::sync::atomic::{
 };
 
 #[cfg(loom)]
-pub(crate) use loom::sync::{RwLockReadGuard, RwLockWriteGuard};
+pub(crate) use loom::sync::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
 #[cfg(loom)]
 pub(crate) use stand_ins::{AtomicPtr, DashMap, Mutex, RwLock, SegQueue};
 

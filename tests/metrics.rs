@@ -67,6 +67,7 @@ fn publish_metrics_reports_the_stats() {
     assert_eq!(seen["approx_kv_index_records_total"], 1.0);
     assert_eq!(seen["approx_kv_index_finds_total"], 1.0);
     assert!(seen["approx_kv_index_estimated_bytes"] > 0.0);
+    assert_eq!(seen["approx_kv_index_finds_gallop"], 1.0);
 }
 
 #[test]

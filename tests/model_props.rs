@@ -110,6 +110,38 @@ fn stored_and_recorded(block_size: u32, ttl: u64) -> impl Strategy<Value = Op> {
     ]
 }
 
+/// What an engine's KV events look like beside a router's decisions, on prefixes of
+/// [`PROMPTS`]: exact `Stored` chains, most from the root and the others below a block the
+/// worker may or may not have stored; `Removed` events of one block, a leaf or one with
+/// blocks below it; decisions, requests, finds, clock steps, restarts and removals. Many
+/// cases keep every worker's entries a prefix of each prompt (finds gallop), the others
+/// break it on the way (finds walk): the answers must be the model's either way.
+fn engine_events(block_size: u32, ttl: u64) -> impl Strategy<Value = Op> {
+    let shared = || (0usize..3, 0usize..=20).prop_map(|(p, len)| PROMPTS[p][..len].to_vec());
+    let from = || prop_oneof![3 => Just(0usize), 2 => 0usize..8];
+    prop_oneof![
+        5 => (worker(), 0usize..3, from(), 0usize..8).prop_map(move |(worker, p, from, len)| {
+            let (local, seq, parent) = blocks(&PROMPTS[p], block_size, from, from + len);
+            Op::Stored { worker, parent, local, seq }
+        }),
+        4 => (worker(), 0usize..3, 0usize..8).prop_map(move |(worker, p, at)| {
+            let (_, seq, _) = blocks(&PROMPTS[p], block_size, at, at + 1);
+            Op::Removed { worker, seq }
+        }),
+        2 => (worker(), shared()).prop_map(|(worker, tokens)| Op::Record { worker, tokens, salt: 0 }),
+        1 => (worker(), shared()).prop_map(|(worker, tokens)| Op::Begin { worker, tokens }),
+        1 => any::<usize>().prop_map(|request| Op::Finish { request }),
+        5 => shared().prop_map(|tokens| Op::Find { tokens, salt: 0 }),
+        2 => (0u64..=1500).prop_map(move |permille| Op::Advance(ttl.min(1 << 50) * permille / 1000 + 1)),
+        1 => worker().prop_map(Op::Cleared),
+        1 => worker().prop_map(Op::RemoveWorker),
+        1 => (worker(), prop_oneof![Just(None), (0usize..6).prop_map(Some)])
+            .prop_map(|(worker, capacity)| Op::SetCapacity { worker, capacity }),
+        1 => Just(Op::Sweep),
+        1 => Just(Op::SnapshotRestore),
+    ]
+}
+
 /// A `Stored` event from an engine with hashes of its own: arbitrary block hashes (small
 /// numbers, so they collide with each other and name parents of later events), and a
 /// parent that is one of them (or none).
@@ -276,6 +308,19 @@ proptest! {
     fn exact_blocks_below_decisions_end_runs_where_decisions_expire(
         ((block, ttl, tick), ops) in settings().prop_flat_map(|s| {
             let ops = prop::collection::vec(stored_and_recorded(s.0, s.1), 1..40);
+            (Just(s), ops)
+        })
+    ) {
+        run(block, ttl, tick, false, &ops);
+    }
+
+    /// An engine's exact events beside decisions ([`engine_events`]): while each worker's
+    /// entries stay a prefix of every prompt, finds gallop over exact blocks too, and every
+    /// answer is the model's, galloping or walking.
+    #[test]
+    fn finds_over_an_engines_exact_events_match_the_model(
+        ((block, ttl, tick), ops) in settings().prop_flat_map(|s| {
+            let ops = prop::collection::vec(engine_events(s.0, s.1), 1..50);
             (Just(s), ops)
         })
     ) {

@@ -277,8 +277,8 @@ impl PyIndexer {
     /// Sizes and counters, as a dict of ints: entries, nodes, workers, records, finds,
     /// expirations, caller_expirations, evictions, rejected_events, pending_timers,
     /// estimated_bytes, cache_reports, predicted_blocks, delivered_blocks,
-    /// dropped_by_reports, capacities_learned. Approximate while other threads call the
-    /// index.
+    /// dropped_by_reports, capacities_learned; and finds_gallop, a bool. Approximate while
+    /// other threads call the index.
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         let s = py.detach(|| self.index.stats());
         let dict = PyDict::new(py);
@@ -303,6 +303,7 @@ impl PyIndexer {
         for (name, value) in counts {
             dict.set_item(name, value)?;
         }
+        dict.set_item("finds_gallop", s.finds_gallop)?;
         Ok(dict.unbind())
     }
 

@@ -15,6 +15,7 @@ use crate::tree::claim::Claim;
 use crate::tree::{Block, Span, Writing};
 use crate::workers::WriteKind;
 use crate::{SequenceHash, WorkerKey};
+use std::sync::atomic::Ordering::Relaxed;
 
 impl Core {
     pub(crate) fn apply_event<W: WorkerKey>(&self, event: &RouterEvent<W>) {
@@ -73,6 +74,8 @@ impl Core {
         let Some(slot) = self.workers.resolve(worker) else {
             return;
         };
+        // Held to the last change: the slot's other events wait (see `removed`).
+        let mut exact_chains = self.workers.exact_chains(slot);
         let exact = data.blocks.iter().any(|b| b.expires_in.is_none());
         let write = if exact {
             WriteKind::Exact
@@ -119,6 +122,12 @@ impl Core {
         let added = self
             .tree
             .upsert_chain(slot, parent, blocks.iter().map(|b| b.0), &guard);
+        if exact && self.tree.holders_nested.load(Relaxed) {
+            if let Some(chains) = exact_chains.as_mut() {
+                let seqs: Vec<SequenceHash> = blocks.iter().map(|b| b.0.seq).collect();
+                chains.stored(parent, &seqs);
+            }
+        }
         self.workers.adjust_entries(slot, added as i64);
         for (block, _) in blocks.iter().filter(|b| !b.0.claim.exact) {
             self.schedule_walk(slot, block.seq, block.claim.expiry, Span::Block, &guard);
@@ -149,13 +158,29 @@ impl Core {
         let Some(slot) = self.workers.lookup(worker) else {
             return; // unknown worker: it holds nothing
         };
+        // Held to the last change, as by `stored`: a `Stored` of the slot racing this event
+        // then checks the parent it stores below before this removes it, or after.
+        let mut exact_chains = self.workers.exact_chains(slot);
         let guard = self.tree.writing();
         let blocks: Vec<SequenceHash> = data
             .block_hashes
             .iter()
             .map(|&hash| self.workers.unmap_engine_hash(slot, hash).unwrap_or(hash))
             .collect();
-        let (removed, anchors) = self.tree.remove_entries(slot, blocks.into_iter(), &guard);
+        let now = self.read_time(self.now());
+        // The slot may hold blocks below a removed one if it was stored exactly and exact
+        // children of it are left, or if its approximate claim was live: the claims of
+        // decisions shrink with depth, so only then may decisions below it still be.
+        let leaves_gap = |block: SequenceHash, was: Claim| {
+            let exact_below = was.exact
+                && exact_chains
+                    .as_mut()
+                    .map_or(true, |chains| chains.removed(block));
+            exact_below || Claim::approx(was.expiry).live(now)
+        };
+        let (removed, anchors) =
+            self.tree
+                .remove_entries(slot, blocks.into_iter(), leaves_gap, &guard);
         self.workers.adjust_entries(slot, -(removed as i64));
         // A pinned claim's parent is pinned too, and a release unpins what is left of the
         // request's path: no walk of a decision needs to resume there.
@@ -271,7 +296,97 @@ mod tests {
         record(&orphan, 1, &[1]);
         store(&orphan, 2, Some(first), &[(7, Some(10))]);
         assert!(!orphan.tree.holders_nested.load(Relaxed));
-        store(&replayed, 3, None, &[(9, None)]);
-        assert!(!replayed.tree.holders_nested.load(Relaxed));
+    }
+
+    /// One `Removed` event of `worker` for the blocks whose tokens hashes chain to
+    /// `blocks` from the root (their sequence hashes: this index's own).
+    fn remove(engine: &Core, worker: WorkerId, chain: &[u64], at: usize) {
+        let local: Vec<LocalBlockHash> = chain.iter().map(|&b| LocalBlockHash(b)).collect();
+        let seq = crate::compute_seq_hashes(&local);
+        engine.apply_event(&RouterEvent {
+            worker_id: worker,
+            event_id: 0,
+            data: KvCacheEventData::Removed(KvCacheRemoveData {
+                block_hashes: vec![seq[at]],
+            }),
+        });
+    }
+
+    fn seq_of(chain: &[u64]) -> Vec<SequenceHash> {
+        let local: Vec<LocalBlockHash> = chain.iter().map(|&b| LocalBlockHash(b)).collect();
+        crate::compute_seq_hashes(&local)
+    }
+
+    fn nested(engine: &Core) -> bool {
+        engine.tree.holders_nested.load(Relaxed)
+    }
+
+    #[test]
+    fn exact_events_keep_finds_galloping_while_each_slot_holds_a_prefix() {
+        let clock = Arc::new(ManualClock::new());
+        let s = seq_of(&[1, 2, 3, 4])
+            .iter()
+            .map(|h| h.0)
+            .collect::<Vec<_>>();
+        // Exact chains from the root and below a block the worker stored exactly, as an
+        // engine stores them; evicted leaves first, as an LRU engine evicts.
+        let index = engine(&clock);
+        store(&index, 1, None, &[(1, None), (2, None)]);
+        store(&index, 1, Some(s[1]), &[(3, None), (4, None)]);
+        store(&index, 2, None, &[(1, None)]);
+        record(&index, 2, &[1, 2]); // a decision, as long as the exact claim below it
+        assert!(nested(&index));
+        assert!(
+            !index.tree.makes_runs.load(Relaxed),
+            "exact events stop runs"
+        );
+        remove(&index, 1, &[1, 2, 3, 4], 3);
+        remove(&index, 1, &[1, 2, 3, 4], 2);
+        assert!(nested(&index));
+        let found = |index: &Core| {
+            let mut scores = crate::OverlapScores::<WorkerId>::default();
+            let seq = seq_of(&[1, 2, 3, 4]);
+            index.find_into(crate::tree::HashedQuery::Seq(&seq), &mut scores);
+            let mut v: Vec<(WorkerId, u32)> = scores.scores.into_iter().collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(found(&index), [(1, 2), (2, 2)]);
+
+        // A block removed above an exact child the worker still holds: a gap.
+        let gap = engine(&clock);
+        store(&gap, 1, None, &[(1, None), (2, None), (3, None)]);
+        remove(&gap, 1, &[1, 2, 3], 1);
+        assert!(!nested(&gap));
+        assert_eq!(found(&gap), [(1, 1)], "the walk stops at the gap");
+
+        // One whose approximate claim was live: decisions may hold blocks below it.
+        let live = engine(&clock);
+        store(&live, 1, None, &[(1, None)]);
+        record(&live, 1, &[1, 2]);
+        remove(&live, 1, &[1], 0);
+        assert!(!nested(&live));
+        // Expired, no decision below it is live either.
+        let expired = engine(&clock);
+        store(&expired, 1, None, &[(1, None)]);
+        record(&expired, 1, &[1, 2]);
+        clock.advance(Duration::from_secs(200));
+        remove(&expired, 1, &[1], 0);
+        assert!(nested(&expired));
+
+        // An exact chain below a block the worker holds only approximately (whose claim
+        // ends while the exact ones below stay), or does not hold, or a chain mixing
+        // exact and approximate claims: no longer nested.
+        let below_approx = engine(&clock);
+        record(&below_approx, 1, &[1]);
+        store(&below_approx, 1, Some(s[0]), &[(2, None)]);
+        assert!(!nested(&below_approx));
+        let orphan = engine(&clock);
+        store(&orphan, 2, None, &[(1, None)]);
+        store(&orphan, 1, Some(s[0]), &[(2, None)]);
+        assert!(!nested(&orphan));
+        let mixed = engine(&clock);
+        store(&mixed, 1, None, &[(1, None), (2, Some(10))]);
+        assert!(!nested(&mixed));
     }
 }

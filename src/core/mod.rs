@@ -485,10 +485,15 @@ impl Core {
             cache: self.cache_report_totals(),
             dropped_by_reports: self.dropped_by_reports.sum(),
             capacities_learned: self.capacities_learned.sum(),
+            finds_gallop: self
+                .tree
+                .holders_nested
+                .load(std::sync::atomic::Ordering::Relaxed),
             estimated_bytes: self.tree.estimated_bytes()
                 + pending_timers * Timers::BYTES_PER_TIMER
                 + logged * std::mem::size_of::<LoggedDecision>()
                 + self.workers.engine_hash_count() * 2 * std::mem::size_of::<u64>()
+                + self.workers.exact_chain_bytes()
                 + self.ghosts.bytes(),
         }
     }

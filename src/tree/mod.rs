@@ -48,9 +48,12 @@ pub(crate) struct Tree {
     nodes: NodeMap,
     /// True while every worker's live entries along any prompt form a prefix (holder sets
     /// shrink with depth), which lets find gallop. Cleared for good by anything that can
-    /// break it: KV events, restores, and decisions whose sequence hashes are not the
-    /// chain of their local hashes.
+    /// break it (`nesting.rs`): KV events that may leave a gap or an exact claim below
+    /// one that can end, and restores of entries that may.
     pub(crate) holders_nested: std::sync::atomic::AtomicBool,
+    /// True while decisions may make runs: cleared for good with `holders_nested`, and by
+    /// the first exact KV event (which looks blocks up by key: see [`Tree::stop_runs`]).
+    pub(crate) makes_runs: std::sync::atomic::AtomicBool,
     /// Heap bytes of the holder arrays (nodes with two or more holders) and of the runs, as
     /// a wrapping sum of the changes that shape changes made ([`Tree::reshape`], `run_alloc.rs`).
     array_bytes: StripedCounter,
@@ -98,6 +101,7 @@ impl Tree {
         Self {
             nodes: NodeMap::new(),
             holders_nested: std::sync::atomic::AtomicBool::new(true),
+            makes_runs: std::sync::atomic::AtomicBool::new(true),
             array_bytes: StripedCounter::default(),
             runs: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
             run_blocks: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicUsize::new(0)),
@@ -222,13 +226,18 @@ impl Tree {
     /// as a `Removed` KV event does. Returns the entries removed, and an [`Anchor`] for
     /// each removed approximate claim that had a parent: the walks of the decisions behind
     /// it stop at the gap, so the caller schedules (and logs) one walk from the parent.
+    ///
+    /// Runs stop ([`Tree::stop_runs`]). While finds gallop, `leaves_gap(block, claim)` is
+    /// asked of each entry removed, with the claim it had: whether the slot may still hold
+    /// blocks below it, which ends galloping.
     pub(crate) fn remove_entries(
         &self,
         slot: Slot,
         blocks: impl Iterator<Item = SequenceHash>,
+        mut leaves_gap: impl FnMut(SequenceHash, Claim) -> bool,
         guard: &Writing<'_>,
     ) -> (usize, Vec<Anchor>) {
-        self.not_nested();
+        self.stop_runs();
         let mut removed = 0;
         let mut anchors = Vec::new();
         for seq in blocks {
@@ -237,7 +246,18 @@ impl Tree {
             };
             let (parent, depth) = (entry.get().parent(), entry.get().depth());
             let outcome = self.reshape(entry.get_mut(), guard, |n| {
-                n.settle(slot, |_| Settle::Remove, guard)
+                n.settle(
+                    slot,
+                    |was| {
+                        // Before the removal is written back: a find that gallops over
+                        // the gap started before it.
+                        if self.holders_nested.load(Relaxed) && leaves_gap(seq, was) {
+                            self.not_nested();
+                        }
+                        Settle::Remove
+                    },
+                    guard,
+                )
             });
             if let Outcome::Removed { was, .. } = outcome {
                 if was.expiry != 0 && depth > 0 {

@@ -16,20 +16,33 @@ impl Tree {
     /// Finds stop galloping from now on (see [`Tree::holders_nested`]), and no more runs are made;
     /// the runs there are stay until something splits them up.
     pub(crate) fn not_nested(&self) {
+        self.stop_runs();
         self.holders_nested
             .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// No more runs are made from now on (finds may go on galloping): for exact KV events,
+    /// which look blocks up by key, so that each would otherwise split every run made
+    /// since the last one up (`split_all`). The runs there are stay until something splits
+    /// them up.
+    pub(crate) fn stop_runs(&self) {
+        self.makes_runs
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Before `slot` stores `claims` on a chain after `parent` (a KV event's blocks):
-    /// turns galloping off unless they [keep holder sets
-    /// nested](Self::chain_keeps_nesting).
+    /// stops runs if any claim is exact, and turns galloping off unless they [keep holder
+    /// sets nested](Self::chain_keeps_nesting).
     pub(crate) fn note_chain_nesting(
         &self,
         slot: Slot,
         parent: Option<SequenceHash>,
-        claims: impl Iterator<Item = Claim>,
+        claims: impl Iterator<Item = Claim> + Clone,
         guard: &Writing<'_>,
     ) {
+        if claims.clone().any(|c| c.exact) {
+            self.stop_runs();
+        }
         let nested = self
             .holders_nested
             .load(std::sync::atomic::Ordering::Relaxed);
@@ -40,31 +53,40 @@ impl Tree {
 
     /// Whether storing `claims` for `slot` on a chain after `parent` (its blocks placed by
     /// the chain, so each one deeper than the last) keeps holder sets nested, so that finds
-    /// may go on galloping: every claim approximate and none outliving the one before it
-    /// (nor the slot's claim on the parent). A replayed dump of an index that only recorded
-    /// decisions passes (one block per event, parents first); an engine's exact `Stored`
-    /// does not, since exact claims outlive the approximate ones above them.
+    /// may go on galloping. Either every claim is exact and so is the slot's claim on the
+    /// parent (or the chain starts at the root): an engine's `Stored` event, whose parent
+    /// its earlier events stored; an exact claim ends only by a `Removed` or `Cleared`
+    /// event, and those keep the nesting only where no exact child of the block is left
+    /// ([`ExactChains`](crate::workers::ExactChains)). Or every claim is approximate and
+    /// none outlives the one before it (nor the slot's claim on the parent): a replayed
+    /// dump of an index that only recorded decisions (one block per event, parents first).
     fn chain_keeps_nesting(
         &self,
         slot: Slot,
         parent: Option<SequenceHash>,
-        claims: impl Iterator<Item = Claim>,
+        mut claims: impl Iterator<Item = Claim> + Clone,
         guard: &Writing<'_>,
     ) -> bool {
-        let mut above = match parent {
-            None => u64::MAX,
+        let parent_claim = match parent {
+            None => None,
             Some(parent) => match self.claim_of(parent, slot, guard) {
-                Some(c) if !c.exact => c.expiry,
-                _ => return false,
+                None => return false,
+                claim => claim,
             },
         };
-        for claim in claims {
-            if claim.exact || claim.expiry > above {
-                return false;
-            }
-            above = claim.expiry;
+        if claims.clone().all(|c| c.exact) {
+            return parent_claim.map_or(true, |c| c.exact);
         }
-        true
+        let mut above = match parent_claim {
+            None => u64::MAX,
+            Some(c) if !c.exact => c.expiry,
+            Some(_) => return false,
+        };
+        claims.all(|claim| {
+            let nested = !claim.exact && claim.expiry <= above;
+            above = claim.expiry;
+            nested
+        })
     }
 
     /// Before `slot`'s `claim` is restored on `row`'s block: turns galloping off unless it

@@ -61,7 +61,7 @@ impl Tree {
                     Refresh::Missing => past_the_known_prefix = true,
                 }
             }
-            if may_be_missing && n - i >= MIN_RUN && self.holders_nested.load(Relaxed) {
+            if may_be_missing && n - i >= MIN_RUN && self.makes_runs.load(Relaxed) {
                 let blocks = (&local[i..n], &seq[i..n]);
                 if self.insert_run(slot, parent, depth, blocks, expiry, guard) {
                     added += n - i;

@@ -136,9 +136,9 @@ impl Tree {
                 }
             }
         };
-        // Runs are made only while finds gallop; whoever cleared that splits every run it
-        // can see, and this one may have come after its look (`split_all`).
-        if clash || !self.holders_nested.load(SeqCst) {
+        // Runs are made only while `makes_runs` holds; whoever cleared it splits every run
+        // it looks a block up in, and this one may have come after its look (`split_all`).
+        if clash || !self.makes_runs.load(SeqCst) {
             self.split(head, run, guard);
         }
         true

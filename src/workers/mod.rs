@@ -11,11 +11,13 @@
 //! - `handshake.rs`: killing a slot, the writer handshake, the purge queue;
 //! - `counts.rs`: per-slot entry counts (and their total), the last expiry handed out;
 //! - `engine_hashes.rs`: the engine's own block hashes per slot;
+//! - `exact_chains.rs`: the blocks KV events stored exactly per slot, and their children;
 //! - `recycle.rs`: slot allocation and the epoch-deferred recycling of dead slots.
 
 mod capacities;
 mod counts;
 mod engine_hashes;
+mod exact_chains;
 mod handshake;
 mod recycle;
 mod table;
@@ -30,6 +32,7 @@ use crate::slot::{Slot, SlotBook, SlotOwners};
 use crate::sync::{AtomicBool, AtomicI64, AtomicUsize, DashMap, Mutex, Ordering};
 use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
+pub(crate) use exact_chains::ExactChains;
 pub(crate) use handshake::WriteKind;
 use recycle::FreeSlots;
 use table::{pack, SlotTable, ALIVE, DEAD, STATE_BITS, STATE_MASK};

@@ -67,6 +67,7 @@ impl Workers {
             info.had_pins.store(false, Ordering::Relaxed);
             info.log.clear();
             info.engine_hashes.lock().clear();
+            info.exact_chains.lock().clear();
             info.last_expiry.store(0, Ordering::Relaxed);
             info.capacity.store(0, Ordering::Relaxed);
             info.capacity_taught.store(false, Ordering::Relaxed);

@@ -85,6 +85,8 @@ pub(super) struct SlotInfo {
     /// differ from this index's sequence hashes: engine hash -> sequence hash. Only used
     /// to resolve this worker's `Stored` parents and `Removed` blocks.
     pub(super) engine_hashes: Mutex<std::collections::HashMap<u64, u64, IdBuildHasher>>,
+    /// The blocks KV events stored exactly, while finds gallop (`exact_chains.rs`).
+    pub(super) exact_chains: Mutex<super::ExactChains>,
 }
 
 /// First segment length; segment `k` holds `SEGMENT_BASE << k` slots.
