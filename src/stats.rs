@@ -33,7 +33,8 @@ pub struct IndexStats {
     /// per restored or replayed approximate claim).
     pub pending_timers: usize,
     /// An estimate of the heap bytes the index holds: node map, holder arrays, pending
-    /// timers, eviction logs, engine block hashes, the ghosts of blocks capacities evicted
+    /// timers, eviction logs, engine block hashes, the exactly stored blocks kept while
+    /// finds gallop, the ghosts of blocks capacities evicted
     /// (allocator rounding and per-worker bookkeeping not counted).
     pub estimated_bytes: usize,
     /// Engines' reports of cached prompt tokens

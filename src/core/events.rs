@@ -11,9 +11,10 @@ use super::Core;
 use crate::events::{KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, RouterEvent};
 use crate::hash::SeqChain;
 use crate::slot::Slot;
+use crate::sync::MutexGuard;
 use crate::tree::claim::Claim;
 use crate::tree::{Block, Span, Writing};
-use crate::workers::WriteKind;
+use crate::workers::{ExactChains, WriteKind};
 use crate::{SequenceHash, WorkerKey};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -75,7 +76,7 @@ impl Core {
             return;
         };
         // Held to the last change: the slot's other events wait (see `removed`).
-        let mut exact_chains = self.workers.exact_chains(slot);
+        let mut exact_chains = self.exact_chains(slot);
         let exact = data.blocks.iter().any(|b| b.expires_in.is_none());
         let write = if exact {
             WriteKind::Exact
@@ -136,6 +137,16 @@ impl Core {
         self.workers.end_write(slot, write);
     }
 
+    /// `slot`'s exact chains, locked, emptied if finds no longer gallop (nothing reads them
+    /// again then).
+    fn exact_chains(&self, slot: Slot) -> Option<MutexGuard<'_, ExactChains>> {
+        let mut chains = self.workers.exact_chains(slot)?;
+        if !self.tree.holders_nested.load(Relaxed) && chains.bytes() > 0 {
+            chains.clear();
+        }
+        Some(chains)
+    }
+
     /// A walk of `slot`'s claims from `leaf` at `expiry` that comes from the past: a
     /// timer, and with caps a log entry in expiry order that evicts `span` (the block of a
     /// replayed or restored claim, or the path above a removal's gap).
@@ -160,7 +171,7 @@ impl Core {
         };
         // Held to the last change, as by `stored`: a `Stored` of the slot racing this event
         // then checks the parent it stores below before this removes it, or after.
-        let mut exact_chains = self.workers.exact_chains(slot);
+        let mut exact_chains = self.exact_chains(slot);
         let guard = self.tree.writing();
         let blocks: Vec<SequenceHash> = data
             .block_hashes
@@ -359,6 +370,9 @@ mod tests {
         remove(&gap, 1, &[1, 2, 3], 1);
         assert!(!nested(&gap));
         assert_eq!(found(&gap), [(1, 1)], "the walk stops at the gap");
+        assert!(gap.workers.exact_chain_bytes() > 0);
+        remove(&gap, 1, &[1, 2, 3], 2);
+        assert_eq!(gap.workers.exact_chain_bytes(), 0, "emptied once not read");
 
         // One whose approximate claim was live: decisions may hold blocks below it.
         let live = engine(&clock);

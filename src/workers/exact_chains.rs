@@ -2,7 +2,8 @@
 //! that a `Removed` event can tell whether it leaves a gap below which the slot still
 //! holds blocks (finds may gallop only while no slot has such a gap: `tree/nesting.rs`).
 //!
-//! Kept only while finds gallop: once they walk, nothing reads it again.
+//! Kept only while finds gallop: once they walk, nothing reads it again, and the slot's
+//! next event empties it.
 
 use std::collections::HashMap;
 

@@ -151,3 +151,51 @@ fn a_block_removed_while_a_decision_below_it_is_live_stops_galloping() {
         assert_eq!(score(&index, &t, 1), 0);
     }
 }
+
+/// Whether every live entry's parent is held by the same worker, from a dump.
+fn prefixes_only(index: &ApproxKvIndexer) -> bool {
+    let held: std::collections::HashSet<(WorkerId, u64)> = index
+        .dump_events()
+        .iter()
+        .filter_map(|e| match &e.data {
+            KvCacheEventData::Stored(d) => Some((e.worker_id, d.blocks[0].block_hash.0)),
+            _ => None,
+        })
+        .collect();
+    index.dump_events().iter().all(|e| match &e.data {
+        KvCacheEventData::Stored(d) => d
+            .parent_hash
+            .map_or(true, |p| held.contains(&(e.worker_id, p.0))),
+        _ => true,
+    })
+}
+
+#[test]
+fn a_stored_chain_racing_the_removal_of_its_parent_always_sees_the_gap() {
+    // One worker's engine stores blocks below block 1 on one thread while another thread
+    // removes block 1. Either order leaves a gap (blocks 2 and 3 without block 1), and
+    // either order sees it: the `Stored` finds its parent gone, or the `Removed` finds
+    // exact children below it. Interleaved, both checks could pass (the `Stored` sees the
+    // parent before the removal, the `Removed` sees no child before the store); each event
+    // holds the slot's exact chains from its first look to its last change, so they are
+    // not (releasing them before the `Stored`'s check fails this within a few rounds).
+    let t = tokens(0, 8);
+    for round in 0..500 {
+        let (index, _clock) = manual_index(BS, TTL);
+        index.apply_event(&stored(1, &t[..4], 0));
+        let start = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                start.wait();
+                index.apply_event(&stored(1, &t, 2));
+            });
+            s.spawn(|| {
+                start.wait();
+                index.apply_event(&removed(1, &t, [1]));
+            });
+        });
+        assert!(!index.stats().finds_gallop, "round {round}");
+        assert!(!prefixes_only(&index), "round {round}: the gap is there");
+        assert_eq!(score(&index, &t, 1), 1, "round {round}");
+    }
+}

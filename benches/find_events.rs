@@ -1,0 +1,89 @@
+//! Finds on an index fed only by an engine's exact KV events (`Stored` chains, no
+//! decisions), hashes precomputed: every block is a node of its own (exact events make no
+//! runs), and while every worker's blocks are prefixes of each prompt finds gallop
+//! (`IndexStats::finds_gallop`).
+//!
+//! The index holds 20,000 unrelated 32-block prompts stored by 16 workers, and one
+//! 256-block prompt stored by 16 workers: whole by all of them (`shared`), or, in the
+//! other index, the first `16 (w + 1)` blocks by worker `w` (`staircase`: sixteen depths
+//! at which workers drop out). Queries: its first 16 blocks and all 256, through
+//! `find_matches_by_sequence_with` (a callback per worker).
+
+mod common;
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use approx_kv_index::{
+    ApproxKvIndexer, KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash,
+    Query, RouterEvent, SequenceHash,
+};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+/// An exact `Stored` event of `worker` for a whole prompt, from the root.
+fn stored(worker: u64, local: &[LocalBlockHash], seq: &[SequenceHash]) -> RouterEvent {
+    let blocks = local
+        .iter()
+        .zip(seq)
+        .map(|(&tokens_hash, &block_hash)| KvCacheStoredBlockData {
+            block_hash,
+            tokens_hash,
+            expires_in: None,
+        });
+    RouterEvent {
+        worker_id: worker,
+        event_id: 0,
+        data: KvCacheEventData::Stored(KvCacheStoreData {
+            parent_hash: None,
+            blocks: blocks.collect(),
+        }),
+    }
+}
+
+fn index(staircase: bool) -> ApproxKvIndexer {
+    let index = ApproxKvIndexer::new(64, Duration::from_secs(3600)).expect("valid settings");
+    for p in 0..20_000u64 {
+        let (local, seq) = common::random_prompt(1_000_000 + p, 32);
+        index.apply_event(&stored(p % 16, &local, &seq));
+    }
+    let (local, seq) = common::random_prompt(7, 256);
+    for w in 0..16u64 {
+        let len = if staircase {
+            16 * (w as usize + 1)
+        } else {
+            256
+        };
+        index.apply_event(&stored(w, &local[..len], &seq[..len]));
+    }
+    index
+}
+
+fn find_events(c: &mut Criterion) {
+    let mut group = c.benchmark_group("find_events");
+    let (_, seq) = common::random_prompt(7, 256);
+    for (name, staircase) in [("shared", false), ("staircase", true)] {
+        let index = index(staircase);
+        assert!(index.stats().finds_gallop);
+        let mut scores = [0u32; 16];
+        for len in [16usize, 256] {
+            let q = &seq[..len];
+            group.throughput(Throughput::Elements(1));
+            group.bench_with_input(BenchmarkId::new(name, len), &q, |b, q| {
+                b.iter(|| {
+                    index.find_into(Query::sequence(black_box(q)), &mut |w, s| {
+                        scores[w as usize] = s;
+                    });
+                    black_box(&mut scores);
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = common::config();
+    targets = find_events
+}
+criterion_main!(benches);
