@@ -264,6 +264,15 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// Under caps, exact entries count toward the worker's (and the index's) capacity and
     /// push out least recently recorded approximate decisions; they are never evicted.
     ///
+    /// Finds keep galloping while the events leave each worker's blocks prefixes of its
+    /// prompts, as an engine that stores chains below blocks it stored and evicts its least
+    /// recently used blocks leaves them: an exact chain from the root or below a block the
+    /// worker stored exactly, a removed block below which the worker holds nothing. An
+    /// event that may leave a gap (a block removed above blocks the worker still holds, an
+    /// exact chain below a block it holds only by a decision) makes every find from then on
+    /// walk the query block by block, as [`IndexStats::finds_gallop`](crate::IndexStats)
+    /// shows; the answers are the same either way.
+    ///
     /// ```
     /// use approx_kv_index::*;
     /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
@@ -286,12 +295,14 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// index.apply_event(&stored(None, vec![block(0, 0xA1), block(1, 0xA2)]));
     /// index.apply_event(&stored(Some(0xA2), vec![block(2, 0xA3)])); // parent: engine's name
     /// assert_eq!(index.find(Query::blocks(&local)).scores[&8], 3);
+    /// assert!(index.stats().finds_gallop); // the worker's blocks: a prefix
     /// index.apply_event(&RouterEvent {
     ///     worker_id: 8,
     ///     event_id: 2,
     ///     data: KvCacheEventData::Removed(KvCacheRemoveData { block_hashes: vec![SequenceHash(0xA2)] }),
     /// });
     /// assert_eq!(index.find(Query::blocks(&local)).scores[&8], 1);
+    /// assert!(!index.stats().finds_gallop); // block 2 left below a gap: finds walk
     /// ```
     pub fn apply_event(&self, event: &RouterEvent<W>) {
         self.core.apply_event(event);
