@@ -6,8 +6,9 @@
 //! The index holds 20,000 unrelated 32-block prompts stored by 16 workers, and one
 //! 256-block prompt stored by 16 workers: whole by all of them (`shared`), or, in the
 //! other index, the first `16 (w + 1)` blocks by worker `w` (`staircase`: sixteen depths
-//! at which workers drop out). Queries: its first 16 blocks and all 256, through
-//! `find_matches_by_sequence_with` (a callback per worker).
+//! at which workers drop out). Queries: its first 16 blocks and all 256, by their sequence
+//! hashes (`Query::sequence`) and by their local hashes (`Query::blocks`, chained by the
+//! find as far as it probes: `…/blocks`), each into a callback per worker.
 
 mod common;
 
@@ -60,7 +61,7 @@ fn index(staircase: bool) -> ApproxKvIndexer {
 
 fn find_events(c: &mut Criterion) {
     let mut group = c.benchmark_group("find_events");
-    let (_, seq) = common::random_prompt(7, 256);
+    let (local, seq) = common::random_prompt(7, 256);
     for (name, staircase) in [("shared", false), ("staircase", true)] {
         let index = index(staircase);
         assert!(index.stats().finds_gallop);
@@ -76,6 +77,19 @@ fn find_events(c: &mut Criterion) {
                     black_box(&mut scores);
                 })
             });
+            let q = &local[..len];
+            group.bench_with_input(
+                BenchmarkId::new(format!("{name}/blocks"), len),
+                &q,
+                |b, q| {
+                    b.iter(|| {
+                        index.find_into(Query::blocks(black_box(q)), &mut |w, s| {
+                            scores[w as usize] = s;
+                        });
+                        black_box(&mut scores);
+                    })
+                },
+            );
         }
     }
     group.finish();

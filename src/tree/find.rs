@@ -91,6 +91,11 @@ impl HashedQuery<'_> {
     }
 }
 
+/// The longest query of local hashes that a galloping find chains whole to probe its last
+/// block first (at most this many hashes, about 0.15 µs); a longer one gallops from block 0
+/// and chains only as far as it probes.
+const CHAINED_FOR_THE_LAST: usize = 32;
+
 /// A query's node keys as a find reads them: chained from local hashes into `chained` as
 /// far as needed.
 struct Keys<'q, 's> {
@@ -254,38 +259,40 @@ impl Tree {
         if n == 0 {
             return;
         }
-        let Reading { now, guard, .. } = reading;
+        let now = reading.now;
         let Scratch { active, seq } = scratch;
         let mut keys = Keys::new(query, seq);
         let Some(mut lo) = self.start_from_first_block(&mut keys, active, reading, out) else {
             return;
         };
-        let Probed {
-            holders: last,
-            ends,
-            ..
-        } = self.probe(keys.key(n - 1), guard);
-        if all_kept(active, &last, now) {
-            report_all_active(active, out, n);
-            return;
-        }
-        retain_missing(active, &last, now, |worker| report(out, worker, n as u32));
-        // Where the run that the last block ends begins, if the query reaches it there:
-        // every block from there on has the last block's holders, so each worker left
-        // misses that block already.
-        let last_run = ends.and_then(|(head, span)| {
-            let at = n.checked_sub(span.len)?;
-            (keys.key(at) == head).then_some(at)
-        });
+        // The last block next, for a query of sequence hashes or of a few local hashes. A
+        // longer query of local hashes gallops on from block 0 instead, so that it chains
+        // only as far as it probes (about twice the depth where the last worker drops out,
+        // against the whole query to probe the last block): a search turn then starts
+        // with `hi` past the query.
+        let (last, last_run, unprobed) = if keys.at_hand() || n <= CHAINED_FOR_THE_LAST {
+            let Some((last, last_run)) = self.settle_last_block(&mut keys, active, reading, out)
+            else {
+                return;
+            };
+            (last, last_run, n - 1)
+        } else {
+            (Holders::NONE, None, n)
+        };
         while !active.is_empty() {
             let (hi, at_hi, run_hi) =
-                match self.search_turn(lo, last_run, &mut keys, active, reading) {
+                match self.search_turn(lo, last_run, unprobed, &mut keys, active, reading) {
                     Turn::Whole => {
                         report_all_active(active, out, n);
                         return;
                     }
                     Turn::DropOut { hi, holders, run } => (hi, holders, run),
                 };
+            if hi == n {
+                // Past the query: every worker left holds its last block.
+                report_all_active(active, out, n);
+                return;
+            }
             let depth = hi as u32;
             let at_hi: &[Holder] = at_hi.as_deref().unwrap_or(&last);
             let searched = active.len();
@@ -308,6 +315,38 @@ impl Tree {
                 }
             }
         }
+    }
+
+    /// A galloping find's probe of the last block: every active worker that holds it holds
+    /// the whole query and is reported (`None`: all of them, and the find is over). Returns
+    /// the last block's holders, and where the run that it ends begins if the query
+    /// reaches that run there: every block from there on has the last block's holders, so
+    /// each worker left misses that block already.
+    #[inline]
+    fn settle_last_block<'g, W: WorkerKey>(
+        &self,
+        keys: &mut Keys<'_, '_>,
+        active: &mut Vec<(Slot, Active)>,
+        reading: Reading<'g, impl SlotOwners>,
+        out: &mut impl ScoreSink<W>,
+    ) -> Option<(Holders<'g>, Option<usize>)> {
+        let Reading { now, guard, .. } = reading;
+        let n = keys.query.len();
+        let Probed {
+            holders: last,
+            ends,
+            ..
+        } = self.probe(keys.key(n - 1), guard);
+        if all_kept(active, &last, now) {
+            report_all_active(active, out, n);
+            return None;
+        }
+        retain_missing(active, &last, now, |worker| report(out, worker, n as u32));
+        let last_run = ends.and_then(|(head, span)| {
+            let at = n.checked_sub(span.len)?;
+            (keys.key(at) == head).then_some(at)
+        });
+        Some((last, last_run))
     }
 
     /// A galloping find's first step: probes block 0 (and starts loading the last
@@ -368,13 +407,16 @@ impl Tree {
     }
 
     /// One turn of the galloping search: every active worker holds block `lo` and misses
-    /// the last block (or, from where the query reaches the run that the last block ends,
+    /// block `unprobed` (the last block, or for a query of local hashes the block past the
+    /// query; or, from where the query reaches the run that the last block ends,
     /// `last_run`, every block). Gallops from `lo` and bisects to the shallowest block
-    /// some of them miss, going through runs whose holders they all are.
+    /// some of them miss, going through runs whose holders they all are: `hi` is then
+    /// `unprobed` only if they all hold every block up to it.
     fn search_turn<'g>(
         &self,
         mut lo: usize,
         last_run: Option<usize>,
+        unprobed: usize,
         keys: &mut Keys<'_, '_>,
         active: &[(Slot, Active)],
         reading: Reading<'g, impl SlotOwners>,
@@ -385,7 +427,7 @@ impl Tree {
         // block `hi`'s holders (`None`: the last block's).
         let (mut hi, mut at_hi) = match last_run {
             Some(at) if lo < at => (at, None),
-            _ => (n - 1, None),
+            _ => (unprobed, None),
         };
         // The run block `hi` begins, if it is a run's head.
         let mut run_hi = None;
@@ -393,7 +435,14 @@ impl Tree {
         let mut galloping = true;
         loop {
             let p = if galloping && lo + step < hi {
-                lo + step
+                if hi == n && 2 * (lo + step) >= n {
+                    // The last block, unprobed so far, once the gallop passes the query's
+                    // middle: the query is then chained at most twice as far as needed,
+                    // and a worker holding it all is settled without the bisection.
+                    n - 1
+                } else {
+                    lo + step
+                }
             } else if hi - lo > 1 {
                 galloping = false;
                 lo + (hi - lo) / 2
@@ -425,7 +474,7 @@ impl Tree {
                 Jump::Past(end) => {
                     lo = end;
                     if lo >= hi {
-                        (hi, at_hi, run_hi) = (n - 1, None, None);
+                        (hi, at_hi, run_hi) = (unprobed, None, None);
                     }
                     (step, galloping) = (1, true);
                 }

@@ -2,13 +2,16 @@
 //! prefixes of a query; a thousand workers on one prefix, and 300 holding prefixes of
 //! every length; a run answering like one node per block). `forms`: every find form agrees
 //! with `find_matches`, the best worker, the finds counter, and a find that ends when a
-//! claim it read is refreshed meanwhile. `query`: the one find and the one record by
+//! claim it read is refreshed meanwhile. `long`: queries of local hashes longer than the
+//! 32 blocks a find chains whole answer as their sequence hashes do, through nodes and
+//! runs. `query`: the one find and the one record by
 //! `Query`, every form of a prompt alike, every kind of sink, and Dynamo's names.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod forms;
+mod long;
 mod query;
 
 use std::time::Duration;
