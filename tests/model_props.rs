@@ -142,6 +142,34 @@ fn engine_events(block_size: u32, ttl: u64) -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Prompts of up to 120 blocks (block size 1), prefixes of two that share their first 50:
+/// decisions, exact `Stored` chains from the root, `Removed` events of one block, and
+/// finds of local hashes, which past 32 blocks gallop from block 0 and chain as they go.
+fn long_prompts(ttl: u64) -> impl Strategy<Value = Op> {
+    fn long(p: usize, len: usize) -> Vec<u32> {
+        (0..len as u32)
+            .map(|i| if p == 1 && i >= 50 { 1000 + i } else { i })
+            .collect()
+    }
+    let prefix = || (0usize..2, 0usize..=120).prop_map(|(p, len)| long(p, len));
+    prop_oneof![
+        4 => (worker(), prefix()).prop_map(|(worker, tokens)| Op::Record { worker, tokens, salt: 0 }),
+        2 => (worker(), prefix()).prop_map(|(worker, tokens)| {
+            let (local, seq, parent) = blocks(&tokens, 1, 0, tokens.len());
+            Op::Stored { worker, parent, local, seq }
+        }),
+        2 => (worker(), prefix(), 0usize..120).prop_map(|(worker, tokens, at)| {
+            let (_, seq, _) = blocks(&tokens, 1, at, at + 1);
+            Op::Removed { worker, seq }
+        }),
+        5 => prefix().prop_map(|tokens| Op::FindHashes {
+            local: compute_block_hash_for_seq(&tokens, 1),
+        }),
+        2 => (0u64..=1500).prop_map(move |permille| Op::Advance(ttl.min(1 << 50) * permille / 1000 + 1)),
+        1 => worker().prop_map(Op::RemoveWorker),
+    ]
+}
+
 /// A `Stored` event from an engine with hashes of its own: arbitrary block hashes (small
 /// numbers, so they collide with each other and name parents of later events), and a
 /// parent that is one of them (or none).
@@ -325,6 +353,17 @@ proptest! {
         })
     ) {
         run(block, ttl, tick, false, &ops);
+    }
+
+    /// Long prompts ([`long_prompts`]): finds of local hashes past 32 blocks, galloping from
+    /// block 0 through nodes and runs, equal the model's answers.
+    #[test]
+    fn long_queries_of_local_hashes_match_the_model(
+        (ttl, ops) in prop_oneof![Just(30u64), Just(u64::MAX)].prop_flat_map(|ttl| {
+            (Just(ttl), prop::collection::vec(long_prompts(ttl), 1..40))
+        })
+    ) {
+        run(1, ttl, 1, false, &ops);
     }
 
     /// Precomputed hashes and events whose sequence hashes do not chain: decisions are
