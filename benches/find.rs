@@ -44,7 +44,7 @@ fn find(c: &mut Criterion) {
             ("hit16", &shared[..16], &shared_seq[..16]),
             ("hit256", &shared[..], &shared_seq[..]),
         ];
-        let mut scores = vec![0u32; 10_000 + sharers as usize];
+        let workers = 10_000 + sharers as usize;
         for (name, query, seq) in queries {
             let expected = if name == "miss@0" {
                 0
@@ -58,17 +58,12 @@ fn find(c: &mut Criterion) {
                 &query,
                 |b, q| b.iter(|| black_box(index.find(Query::blocks(black_box(q))))),
             );
-            group.bench_with_input(
+            common::bench_find_with(
+                &mut group,
                 BenchmarkId::new(format!("{name}/seq_with"), format!("{sharers}w")),
-                &seq,
-                |b, q| {
-                    b.iter(|| {
-                        index.find_into(Query::sequence(black_box(q)), &mut |w, s| {
-                            scores[w as usize] = s;
-                        });
-                        black_box(&mut scores);
-                    })
-                },
+                &index,
+                Query::sequence(seq),
+                workers,
             );
         }
     }

@@ -12,7 +12,6 @@
 
 mod common;
 
-use std::hint::black_box;
 use std::time::Duration;
 
 use approx_kv_index::{
@@ -61,35 +60,19 @@ fn index(staircase: bool) -> ApproxKvIndexer {
 
 fn find_events(c: &mut Criterion) {
     let mut group = c.benchmark_group("find_events");
+    group.throughput(Throughput::Elements(1));
     let (local, seq) = common::random_prompt(7, 256);
     for (name, staircase) in [("shared", false), ("staircase", true)] {
         let index = index(staircase);
         assert!(index.stats().finds_gallop);
-        let mut scores = [0u32; 16];
         for len in [16usize, 256] {
-            let q = &seq[..len];
-            group.throughput(Throughput::Elements(1));
-            group.bench_with_input(BenchmarkId::new(name, len), &q, |b, q| {
-                b.iter(|| {
-                    index.find_into(Query::sequence(black_box(q)), &mut |w, s| {
-                        scores[w as usize] = s;
-                    });
-                    black_box(&mut scores);
-                })
-            });
-            let q = &local[..len];
-            group.bench_with_input(
-                BenchmarkId::new(format!("{name}/blocks"), len),
-                &q,
-                |b, q| {
-                    b.iter(|| {
-                        index.find_into(Query::blocks(black_box(q)), &mut |w, s| {
-                            scores[w as usize] = s;
-                        });
-                        black_box(&mut scores);
-                    })
-                },
-            );
+            for (form, query) in [
+                (name.to_string(), Query::sequence(&seq[..len])),
+                (format!("{name}/blocks"), Query::blocks(&local[..len])),
+            ] {
+                let id = BenchmarkId::new(form, len);
+                common::bench_find_with(&mut group, id, &index, query, 16);
+            }
         }
     }
     group.finish();

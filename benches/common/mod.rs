@@ -9,7 +9,8 @@ use approx_kv_index::{
     compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, LocalBlockHash, Query,
     SequenceHash,
 };
-use criterion::Criterion;
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 
 /// Short settings so the whole suite runs in a few minutes on a shared 2-core machine.
 pub fn config() -> Criterion {
@@ -21,6 +22,27 @@ pub fn config() -> Criterion {
 
 /// A well-mixed 64-bit function (splitmix64), the workspace's one generator.
 pub use approx_kv_rng::splitmix64 as mix;
+
+/// Times `index.find_into(query, callback)`, the callback writing each worker's score
+/// into a score array indexed by worker id (below `workers`): what a router that keeps its
+/// own score array does.
+pub fn bench_find_with(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    id: BenchmarkId,
+    index: &ApproxKvIndexer,
+    query: Query<'_>,
+    workers: usize,
+) {
+    let mut scores = vec![0u32; workers];
+    group.bench_function(id, |b| {
+        b.iter(|| {
+            index.find_into(std::hint::black_box(query), &mut |w, s| {
+                scores[w as usize] = s;
+            });
+            std::hint::black_box(&mut scores);
+        })
+    });
+}
 
 /// `len` tokens determined by `seed`.
 pub fn tokens(seed: u64, len: usize) -> Vec<u32> {

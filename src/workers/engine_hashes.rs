@@ -35,10 +35,6 @@ impl Workers {
 
     /// Engine hashes kept over all slots (for the memory estimate).
     pub(crate) fn engine_hash_count(&self) -> usize {
-        let next = self.free.lock().next;
-        (0..next)
-            .filter_map(|s| self.slots.get(s as Slot))
-            .map(|i| i.engine_hashes.lock().len())
-            .sum()
+        self.sum_over_slots(|info| info.engine_hashes.lock().len())
     }
 }

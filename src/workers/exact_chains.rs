@@ -74,11 +74,7 @@ impl Workers {
 
     /// The bytes of every slot's exact chains (for the memory estimate).
     pub(crate) fn exact_chain_bytes(&self) -> usize {
-        let next = self.free.lock().next;
-        (0..next)
-            .filter_map(|s| self.slots.get(s as Slot))
-            .map(|i| i.exact_chains.lock().bytes())
-            .sum()
+        self.sum_over_slots(|info| info.exact_chains.lock().bytes())
     }
 }
 

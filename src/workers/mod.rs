@@ -174,6 +174,15 @@ impl Workers {
         Slot::try_from(self.free.lock().next).unwrap_or(Slot::MAX)
     }
 
+    /// `count` summed over every slot ever handed out.
+    fn sum_over_slots(&self, count: impl Fn(&table::SlotInfo) -> usize) -> usize {
+        let next = self.free.lock().next;
+        (0..next)
+            .filter_map(|s| self.slots.get(s as Slot))
+            .map(count)
+            .sum()
+    }
+
     /// The worker key of `slot` if it is alive (registered and not removed).
     #[inline]
     pub(crate) fn alive<W: WorkerKey>(&self, slot: Slot) -> Option<W> {
