@@ -277,12 +277,12 @@ impl PyIndexer {
     /// Sizes and counters, as a dict of ints: entries, nodes, workers, records, finds,
     /// expirations, caller_expirations, evictions, rejected_events, pending_timers,
     /// estimated_bytes, cache_reports, predicted_blocks, delivered_blocks,
-    /// dropped_by_reports, capacities_learned, finds_gallop (1 or 0). Approximate while
-    /// other threads call the index.
+    /// dropped_by_reports, capacities_learned. Approximate while other threads call the
+    /// index.
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         let s = py.detach(|| self.index.stats());
         let dict = PyDict::new(py);
-        let counts: [(&str, u64); 17] = [
+        let counts: [(&str, u64); 16] = [
             ("entries", s.entries as u64),
             ("nodes", s.nodes as u64),
             ("workers", s.workers as u64),
@@ -299,7 +299,6 @@ impl PyIndexer {
             ("delivered_blocks", s.cache.delivered_blocks),
             ("dropped_by_reports", s.dropped_by_reports),
             ("capacities_learned", s.capacities_learned),
-            ("finds_gallop", u64::from(s.finds_gallop)),
         ];
         for (name, value) in counts {
             dict.set_item(name, value)?;

@@ -63,18 +63,6 @@ def test_removed_and_cleared_events(index):
     assert index.find(prompt(0, 3)) == {}
 
 
-def test_finds_gallop_over_an_lru_engines_events_until_a_gap(index):
-    first, seq = stored(1, prompt(0, 2))
-    second, _ = stored(1, prompt(0, 3)[2 * BLOCK :], parent=seq[-1], event_id=2)
-    index.apply_events([first, second])
-    leaf = {"worker_id": 1, "event": {"event_id": 3, "data": {"removed": {"block_hashes": [seq[-1]]}}}}
-    assert index.stats()["finds_gallop"] == 1
-    # Block 1 removed while block 2 is still stored below it: a gap, so finds walk.
-    index.apply_event(leaf)
-    assert index.stats()["finds_gallop"] == 0
-    assert index.find(prompt(0, 3)) == {1: 1}
-
-
 def test_ranks_are_kept_apart(index):
     index.apply_event(stored(7, prompt(0, 2), dp_rank=1)[0])
     index.apply_event(stored(7, prompt(0, 1), dp_rank=0)[0])

@@ -84,12 +84,11 @@ def test_stats_count_calls_and_entries(index):
         "entries", "nodes", "workers", "records", "finds", "expirations",
         "caller_expirations", "evictions", "rejected_events", "pending_timers",
         "estimated_bytes", "cache_reports", "predicted_blocks", "delivered_blocks",
-        "dropped_by_reports", "capacities_learned", "finds_gallop",
+        "dropped_by_reports", "capacities_learned",
     }
     assert (stats["entries"], stats["nodes"], stats["workers"]) == (6, 3, 2)
     assert (stats["records"], stats["finds"]) == (2, 1)
     assert stats["estimated_bytes"] > 0
-    assert stats["finds_gallop"] == 1
 
 
 def test_caps_evict_deepest_blocks_of_oldest_decisions():
