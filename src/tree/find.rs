@@ -424,7 +424,7 @@ impl Tree {
         let Reading { now, guard, .. } = reading;
         let n = keys.query.len();
         // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
-        // block `hi`'s holders (`None`: the last block's).
+        // block `hi`'s holders (`None`: the last block's, or none if `hi` is past the query).
         let (mut hi, mut at_hi) = match last_run {
             Some(at) if lo < at => (at, None),
             _ => (unprobed, None),
