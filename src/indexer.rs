@@ -551,8 +551,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// 0) and counters (`_records_total`, `_finds_total`, `_expirations_total`,
     /// `_caller_expirations_total`, `_evictions_total`, `_rejected_events_total`,
     /// `_cache_reports_total`, `_predicted_blocks_total`, `_delivered_blocks_total`,
-    /// `_dropped_by_reports_total`, `_capacities_learned_total`), and each worker's reports of cached tokens
-    /// ([`cache_reports`](Self::cache_reports)) as counters labelled `worker` and `dp_rank`
+    /// `_dropped_by_reports_total`, `_capacities_learned_total`), and each worker's reports
+    /// of cached tokens ([`cache_reports`](Self::cache_reports)) as counters labelled
+    /// `worker` and `dp_rank`
     /// (`approx_kv_index_worker_predicted_blocks_total`, `_worker_delivered_blocks_total`),
     /// so they reach Prometheus or any other exporter the application installed. The
     /// background sweeper also does this every tick.

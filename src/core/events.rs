@@ -125,8 +125,7 @@ impl Core {
             .upsert_chain(slot, parent, blocks.iter().map(|b| b.0), &guard);
         if exact && self.tree.holders_nested.load(Relaxed) {
             if let Some(chains) = exact_chains.as_mut() {
-                let seqs: Vec<SequenceHash> = blocks.iter().map(|b| b.0.seq).collect();
-                chains.stored(parent, &seqs);
+                chains.stored(parent, blocks.iter().map(|b| b.0.seq));
             }
         }
         self.workers.adjust_entries(slot, added as i64);

@@ -387,7 +387,8 @@ impl Core {
     /// (expiry, block, worker), its path up from the leaf is raised to a unique expiry (at
     /// least its own, as a capped record's: a few nanoseconds more at most), timed and
     /// logged. Paths that share a prefix then leave it to the later one, so no eviction
-    /// leaves a worker's deeper blocks without their prefix. Records racing this are logged themselves (the flag is set first).
+    /// leaves a worker's deeper blocks without their prefix. Records racing this are
+    /// logged themselves (the flag is set first).
     fn log_what_is_held(&self) {
         let guard = self.tree.writing();
         let rows = self.tree.live_entries(self.read_at(), &guard);

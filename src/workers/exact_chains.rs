@@ -24,7 +24,11 @@ pub(crate) struct ExactChains {
 impl ExactChains {
     /// `chain` (the blocks of a `Stored` event, parents first) is now stored exactly, after
     /// `parent`.
-    pub(crate) fn stored(&mut self, parent: Option<SequenceHash>, chain: &[SequenceHash]) {
+    pub(crate) fn stored(
+        &mut self,
+        parent: Option<SequenceHash>,
+        chain: impl IntoIterator<Item = SequenceHash>,
+    ) {
         let mut above = parent.map(|p| p.0);
         for block in chain {
             if let std::collections::hash_map::Entry::Vacant(v) = self.parents.entry(block.0) {
@@ -86,13 +90,13 @@ mod tests {
     fn a_block_removed_before_its_exact_children_leaves_a_gap() {
         let s = |n| SequenceHash(n);
         let mut chains = ExactChains::default();
-        chains.stored(None, &[s(1), s(2), s(3)]);
-        chains.stored(Some(s(2)), &[s(4)]);
-        chains.stored(Some(s(1)), &[s(2)]); // stored again: counted once
+        chains.stored(None, [s(1), s(2), s(3)]);
+        chains.stored(Some(s(2)), [s(4)]);
+        chains.stored(Some(s(1)), [s(2)]); // stored again: counted once
         assert!(chains.removed(s(2)), "2 still has 3 and 4 below it");
         let mut chains = ExactChains::default();
-        chains.stored(None, &[s(1), s(2), s(3)]);
-        chains.stored(Some(s(2)), &[s(4)]);
+        chains.stored(None, [s(1), s(2), s(3)]);
+        chains.stored(Some(s(2)), [s(4)]);
         // Leaves first, as an LRU engine evicts: no gap at any step.
         for b in [4, 3, 2, 1] {
             assert!(!chains.removed(s(b)), "{b}");
