@@ -14,37 +14,14 @@ mod common;
 
 use std::time::Duration;
 
-use approx_kv_index::{
-    ApproxKvIndexer, KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash,
-    Query, RouterEvent, SequenceHash,
-};
+use approx_kv_index::{ApproxKvIndexer, Query};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-
-/// An exact `Stored` event of `worker` for a whole prompt, from the root.
-fn stored(worker: u64, local: &[LocalBlockHash], seq: &[SequenceHash]) -> RouterEvent {
-    let blocks = local
-        .iter()
-        .zip(seq)
-        .map(|(&tokens_hash, &block_hash)| KvCacheStoredBlockData {
-            block_hash,
-            tokens_hash,
-            expires_in: None,
-        });
-    RouterEvent {
-        worker_id: worker,
-        event_id: 0,
-        data: KvCacheEventData::Stored(KvCacheStoreData {
-            parent_hash: None,
-            blocks: blocks.collect(),
-        }),
-    }
-}
 
 fn index(staircase: bool) -> ApproxKvIndexer {
     let index = ApproxKvIndexer::new(64, Duration::from_secs(3600)).expect("valid settings");
     for p in 0..20_000u64 {
         let (local, seq) = common::random_prompt(1_000_000 + p, 32);
-        index.apply_event(&stored(p % 16, &local, &seq));
+        index.apply_event(&common::stored(p % 16, &local, &seq));
     }
     let (local, seq) = common::random_prompt(7, 256);
     for w in 0..16u64 {
@@ -53,7 +30,7 @@ fn index(staircase: bool) -> ApproxKvIndexer {
         } else {
             256
         };
-        index.apply_event(&stored(w, &local[..len], &seq[..len]));
+        index.apply_event(&common::stored(w, &local[..len], &seq[..len]));
     }
     index
 }

@@ -2,7 +2,11 @@
 //! - `new_prompt/16`: a never-seen 16-block prompt (16 new nodes);
 //! - `new_holder/16`: a 16-block prompt that 8 other workers already hold (copy-on-write
 //!   of each node's holder array);
-//! - `refresh/16` and `refresh/256`: the same worker re-recording a prompt it holds.
+//! - `refresh/16` and `refresh/256`: the same worker re-recording a prompt it holds;
+//! - `new_prompt_blocks/256`: a never-seen 256-block prompt in an index that makes no runs
+//!   (an engine's exact KV event came first), so 256 new nodes, one map insert each;
+//! - `stored/256`: an engine's exact `Stored` event of a never-seen 256-block prompt, one
+//!   map insert a block.
 //!
 //! Index building is excluded: `iter_custom` times only the recording calls, and builds a
 //! fresh index every batch so memory stays bounded.
@@ -12,10 +16,11 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, Query, SequenceHash};
+use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, Query, RouterEvent, SequenceHash};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
-const BATCH: u64 = 20_000;
+/// Blocks recorded into one index before a fresh one is built.
+const BATCH_BLOCKS: u64 = 320_000;
 
 type Prompt = (Vec<LocalBlockHash>, Vec<SequenceHash>);
 
@@ -23,24 +28,26 @@ fn index() -> ApproxKvIndexer {
     ApproxKvIndexer::new(64, Duration::from_secs(3600)).expect("valid settings")
 }
 
-/// Times recording `iters` prompts made by `prompt(i)`, each batch into a fresh index
-/// prepared by `prepare` (untimed).
-fn timed(
-    iters: u64,
-    prompt: impl Fn(u64) -> Prompt,
-    prepare: impl Fn(&ApproxKvIndexer, &[Prompt]),
-    worker: u64,
+/// Times `iters` calls `call(index, &prompt(i))` on prompts of `blocks` blocks (a record,
+/// or an event made beforehand), each batch into a fresh index prepared by `prepare`
+/// (untimed).
+fn timed<P>(
+    (iters, blocks): (u64, usize),
+    prompt: impl Fn(u64) -> P,
+    prepare: impl Fn(&ApproxKvIndexer, &[P]),
+    call: impl Fn(&ApproxKvIndexer, &P),
 ) -> Duration {
+    let batch = (BATCH_BLOCKS / blocks as u64).max(1);
     let mut total = Duration::ZERO;
     let mut done = 0;
     while done < iters {
-        let n = (iters - done).min(BATCH);
-        let prompts: Vec<Prompt> = (done..done + n).map(&prompt).collect();
+        let n = (iters - done).min(batch);
+        let prompts: Vec<P> = (done..done + n).map(&prompt).collect();
         let index = index();
         prepare(&index, &prompts);
         let start = Instant::now();
-        for (local, seq) in &prompts {
-            black_box(index.record(worker, Query::hashes(local, seq))).ok();
+        for p in &prompts {
+            call(&index, p);
         }
         total += start.elapsed();
         done += n;
@@ -48,16 +55,32 @@ fn timed(
     total
 }
 
+/// A record of `worker`'s decision on the prompt.
+fn record_of(worker: u64) -> impl Fn(&ApproxKvIndexer, &Prompt) {
+    move |index, (local, seq)| {
+        black_box(index.record(worker, Query::hashes(local, seq))).ok();
+    }
+}
+
+/// Makes the index stop making runs (and not stop galloping): an exact event from the root.
+fn runs_off(index: &ApproxKvIndexer, _: &[Prompt]) {
+    let (local, seq) = common::random_prompt(u64::MAX, 1);
+    index.apply_event(&common::stored(0, &local, &seq));
+}
+
 fn record(c: &mut Criterion) {
     let mut group = c.benchmark_group("record");
     group.throughput(Throughput::Elements(1));
     group.bench_function("new_prompt/16", |b| {
-        b.iter_custom(|iters| timed(iters, |i| common::random_prompt(i, 16), |_, _| {}, 1))
+        b.iter_custom(|iters| {
+            let prompt = |i| common::random_prompt(i, 16);
+            timed((iters, 16), prompt, |_, _| {}, record_of(1))
+        })
     });
     group.bench_function("new_holder/16", |b| {
         b.iter_custom(|iters| {
             timed(
-                iters,
+                (iters, 16),
                 |i| common::random_prompt(i, 16),
                 |index, prompts| {
                     for (local, seq) in prompts {
@@ -66,8 +89,24 @@ fn record(c: &mut Criterion) {
                         }
                     }
                 },
-                100,
+                record_of(100),
             )
+        })
+    });
+    group.bench_function("new_prompt_blocks/256", |b| {
+        b.iter_custom(|iters| {
+            let prompt = |i| common::random_prompt(i, 256);
+            timed((iters, 256), prompt, runs_off, record_of(1))
+        })
+    });
+    group.bench_function("stored/256", |b| {
+        b.iter_custom(|iters| {
+            let event = |i| {
+                let (local, seq) = common::random_prompt(i, 256);
+                common::stored(1, &local, &seq)
+            };
+            let apply = |index: &ApproxKvIndexer, e: &RouterEvent| index.apply_event(e);
+            timed((iters, 256), event, |_, _| {}, apply)
         })
     });
     for blocks in [16usize, 256] {

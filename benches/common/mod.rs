@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use approx_kv_index::{
-    compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, LocalBlockHash, Query,
-    SequenceHash,
+    compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, KvCacheEventData,
+    KvCacheStoreData, KvCacheStoredBlockData, LocalBlockHash, Query, RouterEvent, SequenceHash,
 };
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
@@ -65,6 +65,26 @@ pub fn random_prompt(seed: u64, blocks: usize) -> (Vec<LocalBlockHash>, Vec<Sequ
         .collect();
     let seq = compute_seq_hashes(&local);
     (local, seq)
+}
+
+/// An exact `Stored` event of `worker` for a whole prompt, from the root.
+pub fn stored(worker: u64, local: &[LocalBlockHash], seq: &[SequenceHash]) -> RouterEvent {
+    let blocks = local
+        .iter()
+        .zip(seq)
+        .map(|(&tokens_hash, &block_hash)| KvCacheStoredBlockData {
+            block_hash,
+            tokens_hash,
+            expires_in: None,
+        });
+    RouterEvent {
+        worker_id: worker,
+        event_id: 0,
+        data: KvCacheEventData::Stored(KvCacheStoreData {
+            parent_hash: None,
+            blocks: blocks.collect(),
+        }),
+    }
 }
 
 /// The first `limit` requests of the bundled Mooncake conversation trace as tokens: each

@@ -39,6 +39,8 @@ pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
 const SHARD_BITS: u32 = if cfg!(loom) { 1 } else { 7 };
 /// Buckets of a new shard's table.
 const MIN_BUCKETS: usize = if cfg!(loom) { 4 } else { 8 };
+/// Keys a write loop prefetches ahead of the one it works on ([`NodeMap::prefetch_ahead`]).
+pub(crate) const AHEAD: usize = 8;
 /// Tries of an optimistic read before it takes the read lock.
 const OPTIMISTIC_TRIES: usize = if cfg!(loom) { 2 } else { 8 };
 
@@ -220,6 +222,50 @@ impl NodeMap {
         let table = unsafe { shard.table.load(Ordering::Acquire, guard).deref() };
         // One line: a bucket is one (`Bucket`'s alignment).
         prefetch::<Bucket>(&table.buckets[hash as usize & table.mask()]);
+    }
+
+    /// Prefetches ([`prefetch`](Self::prefetch)) the keys a loop over `len` keys in order
+    /// will take [`AHEAD`] steps after step `i` (`key(j)`: the key of step `j`), from
+    /// `*next` on, the first of them not prefetched yet: a write loop that takes one
+    /// block after another then overlaps the misses of the next few buckets with its
+    /// locked work on this one.
+    #[inline]
+    pub(crate) fn prefetch_ahead(
+        &self,
+        key: impl Fn(usize) -> u64,
+        (i, len): (usize, usize),
+        next: &mut usize,
+        guard: &Guard,
+    ) {
+        let end = i.saturating_add(AHEAD).min(len);
+        while *next < end {
+            self.prefetch(key(*next), guard);
+            *next += 1;
+        }
+    }
+
+    /// `items`, each yielded once the bucket of the item [`AHEAD`] steps on (`key` of
+    /// it) is prefetched (the first `AHEAD` before the first item): for a write loop that
+    /// takes one key after another, as [`prefetch_ahead`](Self::prefetch_ahead) for loops
+    /// that may skip.
+    pub(crate) fn prefetching<'m, I>(
+        &'m self,
+        items: I,
+        key: impl Fn(&I::Item) -> u64 + 'm,
+        guard: &'m Guard,
+    ) -> impl Iterator<Item = I::Item> + 'm
+    where
+        I: Iterator + Clone + 'm,
+    {
+        let mut ahead = items.clone();
+        for item in ahead.by_ref().take(AHEAD) {
+            self.prefetch(key(&item), guard);
+        }
+        items.inspect(move |_| {
+            if let Some(next) = ahead.next() {
+                self.prefetch(key(&next), guard);
+            }
+        })
     }
 
     /// The node keyed `key`, read under the shard's read lock (held by the result).

@@ -233,14 +233,14 @@ impl Tree {
     pub(crate) fn remove_entries(
         &self,
         slot: Slot,
-        blocks: impl Iterator<Item = SequenceHash>,
+        blocks: impl Iterator<Item = SequenceHash> + Clone,
         mut leaves_gap: impl FnMut(SequenceHash, Claim) -> bool,
         guard: &Writing<'_>,
     ) -> (usize, Vec<Anchor>) {
         self.stop_runs();
         let mut removed = 0;
         let mut anchors = Vec::new();
-        for seq in blocks {
+        for seq in self.nodes.prefetching(blocks, |s| s.0, guard) {
             let Some(mut entry) = self.block_entry(seq, guard) else {
                 continue;
             };

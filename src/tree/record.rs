@@ -44,7 +44,14 @@ impl Tree {
         // Whether the next block may be missing (not merely unheld by the slot): a run is
         // tried only then, so a worker joining a shared prompt tries none per block.
         let mut may_be_missing = true;
+        // Once runs are off, every block is a node of its own: prefetch the next ones.
+        let per_block = !self.makes_runs.load(Relaxed);
+        let mut prefetched = 0;
         while i < n {
+            if per_block {
+                self.nodes
+                    .prefetch_ahead(|j| seq[j].0, (i, n), &mut prefetched, guard);
+            }
             if !past_the_known_prefix {
                 match self.refresh_at(slot, &seq[..n], i, claim, guard) {
                     Refresh::Done { blocks, added: a } => {
@@ -177,7 +184,7 @@ impl Tree {
         &self,
         slot: Slot,
         parent: Option<SequenceHash>,
-        blocks: impl Iterator<Item = Block>,
+        blocks: impl Iterator<Item = Block> + Clone,
         guard: &Writing<'_>,
     ) -> usize {
         let mut added = 0;
@@ -189,7 +196,7 @@ impl Tree {
         // the write-locked path, which raises an entry it finds): skip the read-locked
         // probe so that a new entry costs one map probe, not two.
         let mut past_the_known_prefix = false;
-        for Block { local, seq, claim } in blocks {
+        for Block { local, seq, claim } in self.nodes.prefetching(blocks, |b| b.seq.0, guard) {
             // In place under the shard read lock: one probe, one atomic.
             let done = !past_the_known_prefix
                 && self.nodes.get(&seq.0).is_some_and(|node| {

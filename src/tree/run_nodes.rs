@@ -271,7 +271,8 @@ impl Tree {
         // and a walk, which enters a run's blocks only through its tail, then finds every
         // block above it in place (and the head, which it waits for).
         let last = r.len() - 1;
-        for i in (1..last).rev().chain(std::iter::once(last)) {
+        let order = (1..last).rev().chain(std::iter::once(last));
+        for i in self.nodes.prefetching(order, |&i| seqs[i], guard) {
             let node = || {
                 let parent = SequenceHash(seqs[i - 1]);
                 let depth = frozen.depth.saturating_add(i as u32);
