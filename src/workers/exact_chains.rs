@@ -5,6 +5,7 @@
 //! Kept only while finds gallop: once they walk, nothing reads it again, and the slot's
 //! next event empties it.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use super::Workers;
@@ -13,17 +14,27 @@ use crate::slot::Slot;
 use crate::sync::MutexGuard;
 use crate::SequenceHash;
 
-/// One slot's exact blocks: each with its parent (`None`: a root block), and each parent
-/// with the number of its exact children.
+/// One slot's exact blocks, each with its parent (`None`: a root block) and the number of
+/// its exact children: one map, so that a chain's block costs one insert, and its
+/// parent's count (mostly the block just before it) a lookup of a line still in cache.
 #[derive(Debug, Default)]
 pub(crate) struct ExactChains {
-    parents: HashMap<u64, Option<u64>, IdBuildHasher>,
-    children: HashMap<u64, u32, IdBuildHasher>,
+    blocks: HashMap<u64, Exact, IdBuildHasher>,
+}
+
+/// An exact block's parent and exact children; or, not `stored`, a parent that is not
+/// stored exactly, kept for its children's count.
+#[derive(Debug, Clone, Copy, Default)]
+struct Exact {
+    parent: Option<u64>,
+    children: u32,
+    stored: bool,
 }
 
 impl ExactChains {
     /// `chain` (the blocks of a `Stored` event, parents first) is now stored exactly, after
-    /// `parent`.
+    /// `parent`. A parent not stored exactly (none is while finds gallop: an exact chain
+    /// below one ends galloping) is kept for its children's count.
     pub(crate) fn stored(
         &mut self,
         parent: Option<SequenceHash>,
@@ -31,10 +42,12 @@ impl ExactChains {
     ) {
         let mut above = parent.map(|p| p.0);
         for block in chain {
-            if let std::collections::hash_map::Entry::Vacant(v) = self.parents.entry(block.0) {
-                v.insert(above);
+            let exact = self.blocks.entry(block.0).or_default();
+            if !exact.stored {
+                exact.stored = true;
+                exact.parent = above;
                 if let Some(p) = above {
-                    *self.children.entry(p).or_insert(0) += 1;
+                    self.blocks.entry(p).or_default().children += 1;
                 }
             }
             above = Some(block.0);
@@ -42,17 +55,20 @@ impl ExactChains {
     }
 
     /// The slot's exact claim on `block` ended. Returns whether exact children of it are
-    /// left (the slot's exact blocks no longer form a prefix of each chain).
+    /// left (the slot's exact blocks no longer form a prefix of each chain; what is kept
+    /// after that is read no more, as finds stop galloping).
     pub(crate) fn removed(&mut self, block: SequenceHash) -> bool {
-        if let Some(Some(parent)) = self.parents.remove(&block.0) {
-            if let Some(n) = self.children.get_mut(&parent) {
-                *n -= 1;
-                if *n == 0 {
-                    self.children.remove(&parent);
-                }
+        let Some(gone) = self.blocks.remove(&block.0) else {
+            return false;
+        };
+        if let Some(Entry::Occupied(mut p)) = gone.parent.map(|p| self.blocks.entry(p)) {
+            let parent = p.get_mut();
+            parent.children = parent.children.saturating_sub(1);
+            if !parent.stored && parent.children == 0 {
+                p.remove();
             }
         }
-        self.children.contains_key(&block.0)
+        gone.children > 0
     }
 
     /// Forgets everything (the slot is recycled, or galloping ended).
@@ -63,8 +79,7 @@ impl ExactChains {
     /// The bytes of the entries kept, for the memory estimate (allocator rounding and the
     /// maps' control bytes not counted).
     pub(crate) fn bytes(&self) -> usize {
-        self.parents.len() * std::mem::size_of::<(u64, Option<u64>)>()
-            + self.children.len() * std::mem::size_of::<(u64, u32)>()
+        self.blocks.len() * std::mem::size_of::<(u64, Exact)>()
     }
 }
 
@@ -103,5 +118,26 @@ mod tests {
         }
         assert_eq!(chains.bytes(), 0);
         assert!(!chains.removed(s(9)), "a block never stored");
+    }
+
+    /// A parent that was not stored exactly counts its exact children until they go, and
+    /// counts as stored, with them, once it is.
+    #[test]
+    fn a_parent_stored_after_its_children_keeps_their_count() {
+        let s = |n| SequenceHash(n);
+        let mut chains = ExactChains::default();
+        chains.stored(Some(s(1)), [s(2)]);
+        chains.stored(None, [s(0), s(1)]);
+        assert!(chains.removed(s(0)), "0 has 1 below it");
+        assert!(chains.removed(s(1)), "1 still has 2 below it");
+        let mut chains = ExactChains::default();
+        chains.stored(Some(s(1)), [s(2), s(3)]);
+        assert!(!chains.removed(s(3)));
+        assert!(!chains.removed(s(2)));
+        assert_eq!(
+            chains.bytes(),
+            0,
+            "the parent never stored goes with its last child"
+        );
     }
 }
