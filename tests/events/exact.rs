@@ -9,6 +9,7 @@ use std::time::Duration;
 use approx_kv_index::*;
 
 use super::TTL;
+use crate::support::events;
 use crate::support::index::{manual_index, tokens};
 
 fn hashes(t: &[u32]) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
@@ -19,23 +20,9 @@ fn hashes(t: &[u32]) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
 
 fn stored(worker: WorkerId, parent: Option<SequenceHash>, t: &[u32], skip: usize) -> RouterEvent {
     let (local, seq) = hashes(t);
-    let blocks = local
-        .iter()
-        .zip(&seq)
-        .skip(skip)
-        .map(|(&tokens_hash, &block_hash)| KvCacheStoredBlockData {
-            block_hash,
-            tokens_hash,
-            expires_in: None,
-        });
-    RouterEvent {
-        worker_id: worker,
-        event_id: 0,
-        data: KvCacheEventData::Stored(KvCacheStoreData {
-            parent_hash: parent,
-            blocks: blocks.collect(),
-        }),
-    }
+    let blocks = local.iter().zip(&seq).skip(skip);
+    let blocks = blocks.map(|(&l, &s)| events::block(s, l, None)).collect();
+    events::stored(worker, parent, blocks)
 }
 
 fn removed(worker: WorkerId, blocks: Vec<SequenceHash>) -> RouterEvent {
