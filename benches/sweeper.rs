@@ -3,7 +3,9 @@
 //!
 //! - `sweep/1M_shared`: 4,096 prompts of 16 blocks, each held by 16 workers (65,536
 //!   nodes); `sweep/1M_distinct`: 65,536 prompts of 16 blocks held by one worker each
-//!   (1,048,576 nodes). A manual clock jumps past the TTL; only `sweep_expired` is timed.
+//!   (each prompt one run); `sweep/1M_blocks`: the same in an index that makes no runs (an
+//!   engine's exact event came first: 1,048,576 nodes, each walked block by block). A
+//!   manual clock jumps past the TTL; only `sweep_expired` is timed.
 //! - After criterion, a plain measurement prints p50 / p99 of finds on live prompts,
 //!   idle and while another thread sweeps 1M expired entries (criterion reports means,
 //!   not tails).
@@ -21,8 +23,10 @@ use criterion::{criterion_group, Criterion, Throughput};
 const TTL: Duration = Duration::from_secs(10);
 const ENTRIES: u64 = 1 << 20;
 
-/// An index holding 1M entries that expire at `TTL`, with a manual clock at 0.
-fn loaded(workers_per_prompt: u64) -> (ApproxKvIndexer, Arc<ManualClock>) {
+/// An index holding 1M entries that expire at `TTL`, with a manual clock at 0; with
+/// `runs_off`, an exact entry (which never expires) was stored first, so that decisions
+/// make no runs.
+fn loaded(workers_per_prompt: u64, runs_off: bool) -> (ApproxKvIndexer, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new());
     let index = ApproxKvIndexer::builder()
         .block_size(64)
@@ -31,6 +35,10 @@ fn loaded(workers_per_prompt: u64) -> (ApproxKvIndexer, Arc<ManualClock>) {
         .background_sweeper(false)
         .build()
         .expect("valid settings");
+    if runs_off {
+        let (local, seq) = common::random_prompt(u64::MAX, 1);
+        index.apply_event(&common::stored(u64::MAX, &local, &seq));
+    }
     let prompts = ENTRIES / 16 / workers_per_prompt;
     for p in 0..prompts {
         let (local, seq) = common::random_prompt(p, 16);
@@ -38,7 +46,7 @@ fn loaded(workers_per_prompt: u64) -> (ApproxKvIndexer, Arc<ManualClock>) {
             index.record(w, Query::hashes(&local, &seq)).ok();
         }
     }
-    assert_eq!(index.stats().entries as u64, ENTRIES);
+    assert_eq!(index.stats().entries as u64, ENTRIES + u64::from(runs_off));
     (index, clock)
 }
 
@@ -46,12 +54,17 @@ fn sweep(c: &mut Criterion) {
     let mut group = c.benchmark_group("sweep");
     group.sample_size(10);
     group.throughput(Throughput::Elements(ENTRIES));
-    for (name, per_prompt) in [("1M_shared", 16), ("1M_distinct", 1)] {
+    let cases = [
+        ("1M_shared", 16, false),
+        ("1M_distinct", 1, false),
+        ("1M_blocks", 1, true),
+    ];
+    for (name, per_prompt, runs_off) in cases {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let (index, clock) = loaded(per_prompt);
+                    let (index, clock) = loaded(per_prompt, runs_off);
                     clock.advance(TTL);
                     let start = Instant::now();
                     let freed = black_box(index.sweep_expired());
@@ -91,7 +104,7 @@ fn find_tail(
 
 fn finds_during_sweep() {
     for (name, per_prompt) in [("1M_shared", 16), ("1M_distinct", 1)] {
-        let (index, clock) = loaded(per_prompt);
+        let (index, clock) = loaded(per_prompt, false);
         clock.advance(TTL);
         // Live prompts recorded after the jump: 64 prompts of 32 blocks, 16 workers.
         let queries: Vec<_> = (0..64u64)

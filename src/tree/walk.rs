@@ -98,6 +98,11 @@ impl Tree {
                 }
             }
             let (parent, depth) = (entry.get().parent(), entry.get().depth());
+            if depth > 0 {
+                // Where the walk goes next unless it stops here: that miss overlaps this
+                // block's settling.
+                self.nodes.prefetch(parent.0, guard);
+            }
             let decide = |c| {
                 let settle = walk.decide(c);
                 if settle == Settle::Remove {
