@@ -1,10 +1,12 @@
-//! Block and sequence hashing of one prompt, at several prompt lengths (block size 64).
+//! Block and sequence hashing of one prompt, at several prompt lengths (block size 64):
+//! `local+seq` by Dynamo's two functions (two passes), `prompt` in one pass
+//! (`PromptHashes::new`), `local` the tokens hashes alone.
 
 mod common;
 
 use std::hint::black_box;
 
-use approx_kv_index::{compute_block_hash_for_seq, compute_seq_hashes};
+use approx_kv_index::{compute_block_hash_for_seq, compute_seq_hashes, PromptHashes};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 fn hashing(c: &mut Criterion) {
@@ -17,6 +19,9 @@ fn hashing(c: &mut Criterion) {
                 let local = compute_block_hash_for_seq(black_box(t), 64);
                 black_box(compute_seq_hashes(&local))
             })
+        });
+        group.bench_with_input(BenchmarkId::new("prompt", len), &tokens, |b, t| {
+            b.iter(|| black_box(PromptHashes::new(black_box(t), 64)))
         });
         group.bench_with_input(BenchmarkId::new("local", len), &tokens, |b, t| {
             b.iter(|| black_box(compute_block_hash_for_seq(black_box(t), 64)))

@@ -3,6 +3,8 @@
 //! - `new_holder/16`: a 16-block prompt that 8 other workers already hold (copy-on-write
 //!   of each node's holder array);
 //! - `refresh/16` and `refresh/256`: the same worker re-recording a prompt it holds;
+//! - `refresh_prompt/256`: the same from `PromptHashes` (`Query::prompt`), whose pair of
+//!   hash forms the record need not check (`Query::hashes` chains the local hashes again);
 //! - `new_prompt_blocks/256`: a never-seen 256-block prompt in an index that makes no runs
 //!   (an engine's exact KV event came first), so 256 new nodes, one map insert each;
 //! - `stored/256`: an engine's exact `Stored` event of a never-seen 256-block prompt, one
@@ -16,7 +18,9 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, Query, RouterEvent, SequenceHash};
+use approx_kv_index::{
+    ApproxKvIndexer, LocalBlockHash, PromptHashes, Query, RouterEvent, SequenceHash,
+};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// Blocks recorded into one index before a fresh one is built.
@@ -117,6 +121,13 @@ fn record(c: &mut Criterion) {
             b.iter(|| black_box(index.record(3, Query::hashes(&local, &seq))).ok())
         });
     }
+    let tokens = common::tokens(6, 256 * 64);
+    let hashes = PromptHashes::new(&tokens, 64);
+    let index = index();
+    index.record(3, Query::prompt(&hashes)).ok();
+    group.bench_function("refresh_prompt/256", |b| {
+        b.iter(|| black_box(index.record(3, Query::prompt(&hashes))).ok())
+    });
     group.finish();
 }
 

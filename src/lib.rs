@@ -75,7 +75,8 @@
 //! ## Hash compatibility
 //! Block and sequence hashes equal those of `dynamo-kv-router` 1.6.1
 //! ([`compute_block_hash_for_seq`], [`compute_seq_hashes`]), so routers can move over
-//! without re-hashing.
+//! without re-hashing. [`PromptHashes`] computes both in one pass, for a router that
+//! hashes each request once ([`Query::prompt`]).
 //!
 //! ## Cargo features
 //! None is on by default: the crate with its defaults depends only on what the index runs
@@ -136,7 +137,7 @@ pub use events::{
 };
 pub use hash::{
     compute_block_hash_for_seq, compute_block_hash_for_seq_salted, compute_seq_hashes, HashSalt,
-    LocalBlockHash, SequenceHash, XXH3_SEED,
+    LocalBlockHash, PromptHashes, SequenceHash, XXH3_SEED,
 };
 pub use indexer::ApproxKvIndexer;
 pub use query::Query;

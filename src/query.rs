@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use crate::error::RecordError;
-use crate::hash::{self, HashSalt};
+use crate::hash::{self, HashSalt, PromptHashes};
 use crate::thread_buffer::with_thread_buffer;
 use crate::tree::HashedQuery;
 use crate::{LocalBlockHash, SequenceHash};
@@ -17,6 +17,7 @@ use crate::{LocalBlockHash, SequenceHash};
 /// | [`blocks`](Self::blocks) (local block hashes) | chains them as far as it reads | chains them |
 /// | [`sequence`](Self::sequence) (sequence hashes) | probes them as they are | `Err(RecordError::NoLocalHashes)` |
 /// | [`hashes`](Self::hashes) (both) | reads the local hashes | checks the lengths, places by the chain of the local hashes |
+/// | [`prompt`](Self::prompt) (both, as [`PromptHashes`] made them) | probes the sequence hashes | stores both as they are |
 ///
 /// Hashes are Dynamo's ([`compute_block_hash_for_seq`](crate::compute_block_hash_for_seq),
 /// [`compute_seq_hashes`](crate::compute_seq_hashes)); a trailing partial block of tokens is
@@ -47,6 +48,12 @@ enum Form<'a> {
     Blocks(&'a [LocalBlockHash]),
     Sequence(&'a [SequenceHash]),
     Hashes {
+        local: &'a [LocalBlockHash],
+        seq: &'a [SequenceHash],
+    },
+    /// Both forms, the sequence hashes the chain of the local ones (as `PromptHashes`
+    /// makes them).
+    Chained {
         local: &'a [LocalBlockHash],
         seq: &'a [SequenceHash],
     },
@@ -105,12 +112,35 @@ impl<'a> Query<'a> {
         }
     }
 
+    /// A prompt's hashes in both forms, as [`PromptHashes`] computed them: the cheapest
+    /// find (it probes the sequence hashes) and the cheapest record (both forms stored as
+    /// they are: they pair up by construction) of a prompt hashed once.
+    ///
+    /// ```
+    /// use approx_kv_index::{ApproxKvIndexer, PromptHashes, Query};
+    /// let index = ApproxKvIndexer::new(2, std::time::Duration::from_secs(60)).unwrap();
+    /// let hashes = PromptHashes::new(&[1, 2, 3, 4, 5], 2); // two full blocks
+    /// index.record(3, Query::prompt(&hashes)).unwrap();
+    /// assert_eq!(index.find(Query::prompt(&hashes)).scores[&3], 2);
+    /// ```
+    #[inline]
+    pub fn prompt(hashes: &'a PromptHashes) -> Self {
+        Self {
+            form: Form::Chained {
+                local: hashes.local(),
+                seq: hashes.seq(),
+            },
+        }
+    }
+
     /// The prompt's length in tokens: as given, or its blocks times `block_size` for the
     /// hash forms.
     pub(crate) fn token_count(&self, block_size: u32) -> usize {
         let blocks = match self.form {
             Form::Tokens { tokens, .. } => return tokens.len(),
-            Form::Blocks(local) | Form::Hashes { local, .. } => local.len(),
+            Form::Blocks(local) | Form::Hashes { local, .. } | Form::Chained { local, .. } => {
+                local.len()
+            }
             Form::Sequence(seq) => seq.len(),
         };
         blocks.saturating_mul(block_size as usize)
@@ -130,7 +160,7 @@ impl<'a> Query<'a> {
                 find(HashedQuery::Seq(seq))
             }),
             Form::Blocks(local) | Form::Hashes { local, .. } => find(HashedQuery::Local(local)),
-            Form::Sequence(seq) => find(HashedQuery::Seq(seq)),
+            Form::Sequence(seq) | Form::Chained { seq, .. } => find(HashedQuery::Seq(seq)),
         }
     }
 
@@ -161,7 +191,15 @@ impl<'a> Query<'a> {
                 None => record(local, seq),
                 Some(chain) => record(local, &chain),
             }),
+            Form::Chained { local, seq } => Ok(record(local, seq)),
         }
+    }
+}
+
+/// A prompt's hashes, as [`Query::prompt`]: `begin_request(worker, &hashes)`.
+impl<'a> From<&'a PromptHashes> for Query<'a> {
+    fn from(hashes: &'a PromptHashes) -> Self {
+        Self::prompt(hashes)
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use approx_kv_index::{
     compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, ConfigError, LocalBlockHash,
-    ManualClock, Query, RecordError, SequenceHash, XXH3_SEED,
+    ManualClock, PromptHashes, Query, RecordError, SequenceHash, XXH3_SEED,
 };
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
@@ -61,6 +61,9 @@ fuzz_target!(|input: Input| {
     let seq = compute_seq_hashes(&local);
     assert_eq!(seq, reference_seq(&local));
     assert_eq!(compute_seq_hashes(&prefix)[..], seq[..prefix.len()]);
+    // Both forms in one pass: the same hashes.
+    let prompt = PromptHashes::new(tokens, bs);
+    assert_eq!((prompt.local(), prompt.seq()), (&local[..], &seq[..]));
 
     // The index: block size 0 is a clean error.
     let clock = Arc::new(ManualClock::new());
@@ -105,6 +108,7 @@ fuzz_target!(|input: Input| {
     if blocks > 0 {
         assert_eq!(found.scores.get(&input.worker), Some(&(blocks as u32)));
     }
+    assert_eq!(index.find(Query::prompt(&prompt)).scores, found.scores);
     index.remove_worker(input.worker);
     assert!(index.find(Query::tokens(tokens)).scores.is_empty());
     index.shutdown();

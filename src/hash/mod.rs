@@ -10,9 +10,11 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 mod blocks;
 mod lanes;
+mod prompt;
 
 pub(crate) use blocks::{block_hashes_into, prompt_hashes_into, seq_hashes_into};
 pub(crate) use lanes::chain_each_into;
+pub use prompt::PromptHashes;
 
 /// The seed Dynamo uses for every block and sequence hash.
 pub const XXH3_SEED: u64 = 1337;
@@ -164,6 +166,40 @@ mod tests {
     #[test]
     fn block_size_zero_yields_nothing() {
         assert!(compute_block_hash_for_seq(&[1, 2, 3], 0).is_empty());
+    }
+
+    #[test]
+    fn a_chain_is_recognised_block_by_block() {
+        let local = compute_block_hash_for_seq(&(0..64).collect::<Vec<_>>(), 8);
+        let seq = compute_seq_hashes(&local);
+        assert_eq!(rechain(&local, &seq), None);
+        assert_eq!(rechain(&[], &[]), None);
+        // Any one hash changed, a block missing on either side, or another prompt's
+        // chain: not the chain, which is then computed.
+        for i in 0..seq.len() {
+            let mut wrong = seq.clone();
+            wrong[i].0 ^= 1;
+            assert_eq!(
+                rechain(&local, &wrong).as_deref(),
+                Some(&seq[..]),
+                "block {i}"
+            );
+            let mut wrong_local = local.clone();
+            wrong_local[i].0 ^= 1;
+            let chain = compute_seq_hashes(&wrong_local);
+            assert_eq!(
+                rechain(&wrong_local, &seq).as_deref(),
+                Some(&chain[..]),
+                "block {i}"
+            );
+        }
+        assert_eq!(rechain(&local, &seq[1..]).as_deref(), Some(&seq[..]));
+        assert_eq!(
+            rechain(&local[1..], &seq[1..]),
+            Some(compute_seq_hashes(&local[1..]))
+        );
+        assert_eq!(rechain(&local, &[]).as_deref(), Some(&seq[..]));
+        assert_eq!(rechain(&[], &seq), Some(Vec::new()));
     }
 
     #[test]

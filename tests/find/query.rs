@@ -72,6 +72,11 @@ fn every_form_of_a_prompt_finds_the_same() {
         assert_eq!(sorted(&index.find(Query::blocks(&local))), by_tokens);
         assert_eq!(sorted(&index.find(Query::sequence(&seq))), by_tokens);
         assert_eq!(sorted(&index.find(Query::hashes(&local, &seq))), by_tokens);
+        let prompt_hashes = PromptHashes::new(&tokens, BLOCK);
+        assert_eq!(
+            sorted(&index.find(Query::prompt(&prompt_hashes))),
+            by_tokens
+        );
         // A find of both forms reads the local hashes only.
         let wrong = vec![SequenceHash(1); seq.len()];
         assert_eq!(
@@ -89,11 +94,14 @@ fn every_form_that_carries_local_hashes_records_the_same() {
     let tokens = prompt(3, 6);
     let (local, seq) = hashes(&tokens);
     let wrong: Vec<SequenceHash> = (0..seq.len() as u64).map(SequenceHash).collect();
+    let prompt_hashes = PromptHashes::new(&tokens, BLOCK);
     let forms = [
         Query::tokens(&tokens),
         Query::blocks(&local),
         Query::hashes(&local, &seq),
         Query::hashes(&local, &wrong), // placed by the chain of `local` all the same
+        Query::prompt(&prompt_hashes),
+        Query::from(&prompt_hashes),
     ];
     let answers: Vec<_> = forms
         .iter()
@@ -333,4 +341,37 @@ fn queries_work_for_ranked_workers() {
         best = best.max(Some((s, w.dp_rank)));
     });
     assert_eq!(best, Some((4, 0)));
+}
+
+#[test]
+fn a_request_begun_from_prompt_hashes_is_the_one_begun_from_tokens() {
+    let (tokens, longer) = (prompt(4, 5), prompt(4, 8));
+    let answers: Vec<_> = [false, true]
+        .into_iter()
+        .map(|by_hashes| {
+            let index = index();
+            index.record(1, Query::tokens(&prompt(4, 3))).unwrap();
+            let (hashes, longer_hashes) = (
+                PromptHashes::new(&tokens, BLOCK),
+                PromptHashes::new(&longer, BLOCK),
+            );
+            let request = if by_hashes {
+                index.begin_request(1, &hashes)
+            } else {
+                index.begin_request(1, &tokens)
+            };
+            assert_eq!(request.predicted_blocks(), 3);
+            let joined = if by_hashes {
+                index.request_output(&request, &longer_hashes)
+            } else {
+                index.request_output(&request, &longer)
+            };
+            assert_eq!(joined, 3, "the output's new full blocks join the request");
+            let dump = index.dump_events();
+            index.finish_request(request);
+            (dump, sorted(&index.find(Query::tokens(&longer))))
+        })
+        .collect();
+    assert_eq!(answers[0].1[&1], (8, 8));
+    assert_eq!(answers[0], answers[1]);
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use approx_kv_index::{ApproxKvIndexer, LocalBlockHash, Query, SequenceHash};
+use approx_kv_index::{ApproxKvIndexer, PromptHashes, Query};
 use dynamo_kv_router::approx::PruneConfig;
 use dynamo_kv_router::indexer::{KvIndexer, KvIndexerInterface, KvIndexerMetrics};
 use dynamo_kv_router::protocols::{
@@ -86,27 +86,25 @@ impl Ours {
 }
 
 impl Subject for Ours {
-    type Hashes = (Vec<LocalBlockHash>, Vec<SequenceHash>);
+    type Hashes = PromptHashes;
 
     #[inline]
     fn hash(&self, tokens: &[u32]) -> Self::Hashes {
-        let local = approx_kv_index::compute_block_hash_for_seq(tokens, BLOCK);
-        let seq = approx_kv_index::compute_seq_hashes(&local);
-        (local, seq)
+        PromptHashes::new(tokens, BLOCK)
     }
     fn blocks(h: &Self::Hashes) -> usize {
-        h.0.len()
+        h.len()
     }
     async fn find(&self, h: &Self::Hashes, overlap: &mut [u32]) {
         // The callback form, as SMG's `score_into`: nothing allocated, no answer built;
-        // from the sequence hashes the router computed once (hashing counts them), which
-        // the record takes too.
-        self.0.find_into(Query::sequence(&h.1), &mut |w, s| {
+        // from the hashes the router computed once (hashing counts them), which the
+        // record takes too.
+        self.0.find_into(Query::prompt(h), &mut |w, s| {
             overlap[w as usize] = s;
         });
     }
     async fn record(&self, h: &Self::Hashes, worker: u64) {
-        let _ = self.0.record(worker, Query::hashes(&h.0, &h.1));
+        let _ = self.0.record(worker, Query::prompt(h));
     }
     async fn find_tokens(&self, tokens: &[u32]) -> usize {
         self.0.find(Query::tokens(tokens)).scores.len()
