@@ -1,6 +1,7 @@
 //! A small multithreaded router: 4 threads route synthetic chat prompts to 8 workers,
 //! each picking the worker with the longest probably-cached prefix (ties and misses go to
-//! the least-loaded worker), then recording the decision. Prints what it routed.
+//! the least-loaded worker), then recording the decision. Each prompt is hashed once
+//! (`PromptHashes`), for its find and its record. Prints what it routed.
 //!
 //! Run: `cargo run --release --example router`
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, Query};
+use approx_kv_index::{ApproxKvIndexer, PromptHashes, Query};
 
 const WORKERS: usize = 8;
 const THREADS: usize = 4;
@@ -46,8 +47,8 @@ fn main() {
             let (hits, total) = (hit_blocks.clone(), total_blocks.clone());
             thread::spawn(move || {
                 for i in 0..REQUESTS_PER_THREAD {
-                    let tokens = prompt(t, i);
-                    let found = index.find(Query::tokens(&tokens));
+                    let hashes = PromptHashes::new(&prompt(t, i), BLOCK);
+                    let found = index.find(Query::prompt(&hashes));
                     // Longest overlap first, then least loaded.
                     let worker = (0..WORKERS)
                         .max_by_key(|&w| {
@@ -58,8 +59,8 @@ fn main() {
                     let overlap = found.scores.get(&(worker as u64)).copied().unwrap_or(0);
                     load[worker].fetch_add(1, Ordering::Relaxed);
                     hits.fetch_add(u64::from(overlap), Ordering::Relaxed);
-                    total.fetch_add(tokens.len() as u64 / u64::from(BLOCK), Ordering::Relaxed);
-                    index.record(worker as u64, Query::tokens(&tokens)).unwrap();
+                    total.fetch_add(hashes.len() as u64, Ordering::Relaxed);
+                    index.record(worker as u64, Query::prompt(&hashes)).unwrap();
                 }
             })
         })
