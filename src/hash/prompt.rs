@@ -12,6 +12,8 @@ use super::{prompt_hashes_into, HashSalt, LocalBlockHash, SequenceHash};
 /// and a find probes the sequence hashes, as [`Query::sequence`](crate::Query::sequence)
 /// does. The hashes are Dynamo's ([`compute_block_hash_for_seq`](super::compute_block_hash_for_seq)
 /// and [`compute_seq_hashes`](super::compute_seq_hashes)); a partial trailing block is ignored.
+/// Hash with the index's block size ([`ApproxKvIndexer::block_size`](crate::ApproxKvIndexer::block_size)):
+/// blocks of another size are other blocks, as they would be for [`Query::hashes`](crate::Query::hashes).
 ///
 /// ```
 /// use approx_kv_index::{compute_block_hash_for_seq, compute_seq_hashes};
