@@ -3,6 +3,8 @@
 //! - `begin_finish/16`: `begin_request` and `finish_request` of that prompt on that worker
 //!   (the begin's find and pin, the release's walk and new decision);
 //! - `begin_finish/256`: the same for a 256-block prompt;
+//! - `begin_finish_prompt/256`: the same from `PromptHashes` (`Query::prompt`), whose pair
+//!   of hash forms the begin need not check;
 //! - `observe/16`: `observe_cached` of a request whose prediction held (begin and finish
 //!   untimed);
 //! - `observe/ghost_raise/1024`: `observe_cached` of a request that hit two ghosts of a
@@ -14,7 +16,7 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use approx_kv_index::{ApproxKvIndexer, Query};
+use approx_kv_index::{ApproxKvIndexer, PromptHashes, Query};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 fn index() -> ApproxKvIndexer {
@@ -41,6 +43,15 @@ fn requests(c: &mut Criterion) {
             })
         });
     }
+    let hashes = PromptHashes::new(&common::tokens(8, 256 * 64), 64);
+    let by_prompt = index();
+    by_prompt.record(3, Query::prompt(&hashes)).ok();
+    group.bench_function("begin_finish_prompt/256", |b| {
+        b.iter(|| {
+            let request = by_prompt.begin_request(3, &hashes);
+            by_prompt.finish_request(black_box(request));
+        })
+    });
     group.bench_function("observe/16", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
