@@ -46,6 +46,14 @@ impl Tree {
         }
         let matched = r.matched(i, seq.len(), &mut &seq[..]);
         if matched < r.len() {
+            // The cut writes three keys inside the run, in as many buckets: start
+            // their misses together.
+            if matched > 0 {
+                let seqs = r.seqs();
+                for key in [seqs[matched - 1], seqs[matched], seqs[seqs.len() - 1]] {
+                    self.nodes.prefetch(key, guard);
+                }
+            }
             self.cut(head, run, matched, guard);
         } else {
             // Covered whole, but the caller could not join it: it went (or froze) since.
