@@ -7,19 +7,27 @@
 //! remaining worker drops out. Otherwise (after KV events, restores or dump replays that
 //! could break nesting) it walks block by block. See `docs/design.md`.
 
+mod active;
+mod query_keys;
+mod walk;
+
 use std::cell::RefCell;
 
 use crossbeam_epoch::Guard;
 
+use self::active::{
+    all_kept, push_live_workers, report, report_all_active, report_live_workers, retain_holders,
+    retain_missing, Active,
+};
+pub(crate) use self::query_keys::HashedQuery;
+use self::query_keys::{Keys, CHAINED_FOR_THE_LAST};
 use super::node::Kind;
 use super::run_alloc::{QueryKeys, RunAt, RunSpan};
 use super::{Holder, Holders, Tree};
-use crate::hash::SeqChain;
-use crate::prefetch::prefetch;
 use crate::scores::ScoreSink;
 use crate::slot::{Slot, SlotOwners};
 use crate::thread_buffer::with_thread_buffer;
-use crate::{LocalBlockHash, SequenceHash, WorkerKey, WorkerWithDpRank};
+use crate::{SequenceHash, WorkerKey};
 
 /// A find's working memory, kept per thread so that a find allocates nothing once warm
 /// (with an `OverlapScores` reused, or a callback, nothing at all).
@@ -30,13 +38,6 @@ struct Scratch {
     active: Vec<(Slot, Active)>,
     /// Sequence hashes of a query of local hashes, as far as probes needed them.
     seq: Vec<SequenceHash>,
-}
-
-/// An active worker: its key and its number of entries.
-#[derive(Clone, Copy)]
-struct Active {
-    key: WorkerWithDpRank,
-    entries: usize,
 }
 
 thread_local! {
@@ -51,105 +52,6 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
         scratch.seq.clear();
         f(scratch)
     })
-}
-
-/// A find's query: its blocks' local hashes (the find chains them into sequence hashes as
-/// far as its probes need), or their sequence hashes, computed once by the caller.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum HashedQuery<'a> {
-    /// Local hashes, chained here.
-    Local(&'a [LocalBlockHash]),
-    /// Sequence hashes, probed as they are.
-    Seq(&'a [SequenceHash]),
-}
-
-impl HashedQuery<'_> {
-    fn len(self) -> usize {
-        match self {
-            HashedQuery::Local(local) => local.len(),
-            HashedQuery::Seq(seq) => seq.len(),
-        }
-    }
-
-    /// Starts loading the first and the last key of a query of sequence hashes, which the
-    /// find's first two probes read (a query hashed long ago is out of cache): called
-    /// first thing, so that the misses overlap the find's setup (pinning, the clock).
-    /// Only those two lines: prefetching every line of a long query took the line-fill
-    /// buffers that the probes' own misses need (find p50 on the conversation trace
-    /// 0.78 -> 0.71 µs). Nothing for local hashes, which the find chains as far as it
-    /// needs.
-    #[inline]
-    pub(crate) fn preload(self) {
-        if let HashedQuery::Seq(seq) = self {
-            if let Some(first) = seq.first() {
-                prefetch(first);
-            }
-            if let Some(last) = seq.last() {
-                prefetch(last);
-            }
-        }
-    }
-}
-
-/// The longest query of local hashes that a galloping find chains whole to probe its last
-/// block first (at most this many hashes, about 0.15 µs); a longer one gallops from block 0
-/// and chains only as far as it probes.
-const CHAINED_FOR_THE_LAST: usize = 32;
-
-/// A query's node keys as a find reads them: chained from local hashes into `chained` as
-/// far as needed.
-struct Keys<'q, 's> {
-    query: HashedQuery<'q>,
-    chain: SeqChain,
-    chained: &'s mut Vec<SequenceHash>,
-}
-
-impl<'q, 's> Keys<'q, 's> {
-    fn new(query: HashedQuery<'q>, chained: &'s mut Vec<SequenceHash>) -> Self {
-        Self {
-            query,
-            chain: SeqChain::default(),
-            chained,
-        }
-    }
-
-    /// Chains the local hashes of a local query up to block `end` (exclusive).
-    #[inline]
-    fn chain_to(&mut self, local: &[LocalBlockHash], end: usize) {
-        while self.chained.len() < end {
-            let next = self.chain.next(local[self.chained.len()]);
-            self.chained.push(next);
-        }
-    }
-}
-
-impl QueryKeys for Keys<'_, '_> {
-    #[inline]
-    fn key(&mut self, k: usize) -> u64 {
-        match self.query {
-            HashedQuery::Seq(seq) => seq[k].0,
-            HashedQuery::Local(local) => {
-                self.chain_to(local, k + 1);
-                self.chained[k].0
-            }
-        }
-    }
-
-    #[inline]
-    fn keys(&mut self, range: std::ops::Range<usize>) -> &[SequenceHash] {
-        match self.query {
-            HashedQuery::Seq(seq) => &seq[range],
-            HashedQuery::Local(local) => {
-                self.chain_to(local, range.end);
-                &self.chained[range]
-            }
-        }
-    }
-
-    #[inline]
-    fn at_hand(&self) -> bool {
-        matches!(self.query, HashedQuery::Seq(_))
-    }
 }
 
 /// What a probe of one block found.
@@ -498,69 +400,6 @@ impl Tree {
             self.nodes.prefetch(keys.key(next), guard);
         }
     }
-
-    /// The block-by-block walk, for when holder sets may not be nested.
-    fn find_walk<W: WorkerKey>(
-        &self,
-        query: HashedQuery<'_>,
-        reading: Reading<'_, impl SlotOwners>,
-        scratch: &mut Scratch,
-        out: &mut impl ScoreSink<W>,
-    ) {
-        let Scratch { active, seq } = scratch;
-        let mut keys = Keys::new(query, seq);
-        self.walk_from(0, &mut keys, active, reading, out);
-    }
-
-    /// Walks the query block by block from block `from`, reporting each worker where it
-    /// drops out and those left at the end. From block 0 the active set is that block's
-    /// live holders; from any other block, `active` holds the workers that hold every block
-    /// before it (a galloping search handing over). Each step moves on by a block or
-    /// through a run, so the walk ends after at most one probe a block.
-    fn walk_from<W: WorkerKey>(
-        &self,
-        from: usize,
-        keys: &mut Keys<'_, '_>,
-        active: &mut Vec<(Slot, Active)>,
-        reading: Reading<'_, impl SlotOwners>,
-        out: &mut impl ScoreSink<W>,
-    ) {
-        let Reading {
-            now,
-            workers,
-            guard,
-        } = reading;
-        let n = keys.query.len();
-        let mut i = from;
-        while i < n {
-            let Probed {
-                holders,
-                starts: run,
-                ..
-            } = self.probe(keys.key(i), guard);
-            if i == 0 {
-                active.clear();
-                push_live_workers(active, &holders, now, workers, out.wants_entries());
-            } else {
-                retain_holders(active, &holders, now, |worker| {
-                    report(out, worker, i as u32)
-                });
-            }
-            if active.is_empty() {
-                return;
-            }
-            // Every block of a run has the head's holders: on to where the query leaves it.
-            let Some(run) = run else {
-                i += 1;
-                continue;
-            };
-            match through_run(run, (i, n), keys, active, out) {
-                Some(end) => i = end + 1,
-                None => return,
-            }
-        }
-        report_all_active(active, out, n);
-    }
 }
 
 /// What every probe of one find reads with: the time claims are read at, the workers'
@@ -647,128 +486,6 @@ fn through_run<W: WorkerKey>(
         Jump::Past(end) => return Some(end),
     }
     None
-}
-
-/// Reports every active worker's score as `depth`, and empties the active set.
-#[inline]
-fn report_all_active<W: WorkerKey>(
-    active: &mut Vec<(Slot, Active)>,
-    out: &mut impl ScoreSink<W>,
-    depth: usize,
-) {
-    for &(_, worker) in active.iter() {
-        report(out, worker, depth as u32);
-    }
-    active.clear();
-}
-
-/// Reports `worker`'s score to `out`, with its number of entries.
-#[inline]
-fn report<W: WorkerKey>(out: &mut impl ScoreSink<W>, worker: Active, depth: u32) {
-    let key = W::from_parts(worker.key.worker_id, worker.key.dp_rank);
-    out.report(key, depth, worker.entries);
-}
-
-/// Pushes to `active` the holders live at `now` whose worker is alive, with their keys and
-/// (if `entries`) entry counts, by slot.
-#[inline]
-fn push_live_workers(
-    active: &mut Vec<(Slot, Active)>,
-    holders: &[Holder],
-    now: u64,
-    workers: &impl SlotOwners,
-    entries: bool,
-) {
-    active.reserve(holders.len());
-    let live = holders.iter().filter(|h| h.live_at(now)).map(Holder::slot);
-    workers.each_alive(live, entries, |slot, key, entries| {
-        active.push((slot, Active { key, entries }));
-    });
-}
-
-/// Reports every holder live at `now` whose worker is alive as holding `depth` blocks.
-#[inline]
-fn report_live_workers<W: WorkerKey>(
-    holders: &[Holder],
-    now: u64,
-    workers: &impl SlotOwners,
-    out: &mut impl ScoreSink<W>,
-    depth: u32,
-) {
-    out.reserve(holders.len());
-    let live = holders.iter().filter(|h| h.live_at(now)).map(Holder::slot);
-    workers.each_alive(live, out.wants_entries(), |_, key, entries| {
-        out.report(key, depth, entries);
-    });
-}
-
-/// Whether every worker of `active` holds a live entry in `holders` (both sorted by slot);
-/// stops at the first that does not.
-#[inline]
-fn all_kept<W>(active: &[(Slot, W)], holders: &[Holder], now: u64) -> bool {
-    if holders.len() < active.len() {
-        return false;
-    }
-    let mut j = 0;
-    active.iter().all(|&(slot, _)| {
-        while j < holders.len() && holders[j].slot() < slot {
-            j += 1;
-        }
-        j < holders.len() && holders[j].slot() == slot && holders[j].live_at(now)
-    })
-}
-
-/// Keeps the `active` workers that do *not* hold a live entry in `holders` (both sorted by
-/// slot); reports each worker that does to `settled`.
-#[inline]
-fn retain_missing<T: Copy>(
-    active: &mut Vec<(Slot, T)>,
-    holders: &[Holder],
-    now: u64,
-    mut settled: impl FnMut(T),
-) {
-    retain_holders_by(active, holders, now, |held, worker| {
-        if held {
-            settled(worker);
-        }
-        !held
-    });
-}
-
-/// Keeps the `active` workers that hold a live entry in `holders` (both sorted by slot);
-/// reports each dropped worker to `dropped`.
-#[inline]
-fn retain_holders<T: Copy>(
-    active: &mut Vec<(Slot, T)>,
-    holders: &[Holder],
-    now: u64,
-    mut dropped: impl FnMut(T),
-) {
-    retain_holders_by(active, holders, now, |held, worker| {
-        if !held {
-            dropped(worker);
-        }
-        held
-    });
-}
-
-/// Keeps the `active` workers for which `keep(held, worker)` says so, where `held` tells
-/// whether the worker holds a live entry in `holders` (both sorted by slot).
-#[inline]
-fn retain_holders_by<T: Copy>(
-    active: &mut Vec<(Slot, T)>,
-    holders: &[Holder],
-    now: u64,
-    mut keep: impl FnMut(bool, T) -> bool,
-) {
-    let mut j = 0;
-    active.retain(|&(slot, worker)| {
-        while j < holders.len() && holders[j].slot() < slot {
-            j += 1;
-        }
-        let held = j < holders.len() && holders[j].slot() == slot && holders[j].live_at(now);
-        keep(held, worker)
-    });
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::slot::AllAlive;
 use crate::tree::claim::Claim;
 use crate::tree::node::Kind;
 use crate::tree::run_alloc::run_at;
+use crate::LocalBlockHash;
 
 /// A find's answer, worker by worker.
 #[derive(Default)]
