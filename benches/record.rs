@@ -8,7 +8,11 @@
 //! - `new_prompt_blocks/256`: a never-seen 256-block prompt in an index that makes no runs
 //!   (an engine's exact KV event came first), so 256 new nodes, one map insert each;
 //! - `stored/256`: an engine's exact `Stored` event of a never-seen 256-block prompt, one
-//!   map insert a block.
+//!   map insert a block;
+//! - `next_turn/256`: a conversation's next turn, from `PromptHashes`: the worker recorded a
+//!   256-block prompt; the next keeps its first 252 blocks (the last one changed) and adds
+//!   64, so the record refreshes a run, cuts it where the turn leaves it, and stores the new
+//!   blocks as a run (what most records of a route on the conversation trace do).
 //!
 //! Index building is excluded: `iter_custom` times only the recording calls, and builds a
 //! fresh index every batch so memory stays bounded.
@@ -111,6 +115,25 @@ fn record(c: &mut Criterion) {
             };
             let apply = |index: &ApproxKvIndexer, e: &RouterEvent| index.apply_event(e);
             timed((iters, 256), event, |_, _| {}, apply)
+        })
+    });
+    group.bench_function("next_turn/256", |b| {
+        b.iter_custom(|iters| {
+            let turns = |i: u64| {
+                let first = common::tokens(i, 256 * 64);
+                let mut next = first[..252 * 64].to_vec();
+                next.extend(common::tokens(i ^ (1 << 40), 64 * 64));
+                (PromptHashes::new(&first, 64), PromptHashes::new(&next, 64))
+            };
+            let first_turns = |index: &ApproxKvIndexer, turns: &[(PromptHashes, PromptHashes)]| {
+                for (first, _) in turns {
+                    index.record(1, Query::prompt(first)).ok();
+                }
+            };
+            let next_turn = |index: &ApproxKvIndexer, (_, next): &(PromptHashes, PromptHashes)| {
+                black_box(index.record(1, Query::prompt(next))).ok();
+            };
+            timed((iters, 316), turns, first_turns, next_turn)
         })
     });
     for blocks in [16usize, 256] {
