@@ -135,14 +135,15 @@ impl Tree {
             Kind::Head(run) => {
                 // SAFETY: read from a head under the shard lock, with `guard` pinned.
                 let r = unsafe { run_alloc::run_at(run, guard) };
+                let span = node.run_span();
                 // The claim changes in place only while the run is live: a split freezes
                 // it under the write lock, which this read lock excludes.
-                if !r.is_live() || !r.covered_by(seq, i) {
+                if !r.is_live() || !span.covered_by(seq, i) {
                     return Refresh::Split(seq[i], run);
                 }
                 if node.update_claim(slot, claim, guard) {
                     return Refresh::Done {
-                        blocks: r.len(),
+                        blocks: span.len,
                         added: 0,
                     };
                 }

@@ -346,15 +346,6 @@ impl Run {
         len
     }
 
-    /// Whether the prompt `seq` covers the whole run from its block `i` on (the run starts
-    /// there): it reaches the run's last block, with the same sequence hash (which names the
-    /// whole prefix, so one compare decides).
-    #[inline]
-    pub(crate) fn covered_by(&self, seq: &[SequenceHash], i: usize) -> bool {
-        let end = i + self.len();
-        end <= seq.len() && seq[end - 1].0 == self.tail()
-    }
-
     /// Freezes the run for a split: its claim no longer changes in place. Only the split in
     /// turn calls it, holding the head's write lock, which every in-place refresh's read
     /// lock excludes (loom model `split_vs_refresh`).
@@ -410,6 +401,16 @@ impl RunSpan {
             len: seqs.len(),
             tail: seqs.last().map_or(0, |s| s.0),
         }
+    }
+
+    /// Whether the prompt `seq` covers the whole run from its block `i` on (the run starts
+    /// there): it reaches the run's last block, with the same sequence hash (which names the
+    /// whole prefix, so one compare decides). From the head's copy: the run itself is not
+    /// read (its header, then its last block, two misses one after the other).
+    #[inline]
+    pub(crate) fn covered_by(self, seq: &[SequenceHash], i: usize) -> bool {
+        let end = i + self.len;
+        end <= seq.len() && seq[end - 1].0 == self.tail
     }
 }
 

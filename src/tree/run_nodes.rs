@@ -168,11 +168,12 @@ impl Tree {
         };
         // SAFETY: read from a head under the shard lock, with `guard` pinned.
         let r = unsafe { run_at(run, guard) };
-        if !r.is_live() || !r.covered_by(seq, i) {
+        let span = entry.get().run_span();
+        if !r.is_live() || !span.covered_by(seq, i) {
             return None;
         }
-        let added = self.upsert_holder(entry.get_mut(), (slot, claim), r.len(), guard);
-        Some((r.len(), added))
+        let added = self.upsert_holder(entry.get_mut(), (slot, claim), span.len, guard);
+        Some((span.len, added))
     }
 
     /// Splits up the run `run` whose head is at `head` into one node per block, all held by
