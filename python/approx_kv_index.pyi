@@ -11,6 +11,31 @@ type, ``uint8`` and ``array('B')`` included: one token per element), a buffer of
 (NumPy ``uint32`` array, ``array('I')``), or ``bytes``/``bytearray`` (or a ``memoryview``
 of bytes) of native-endian 4-byte tokens."""
 
+class PromptHashes:
+    """A prompt's block hashes, made once: pass it where a method takes ``tokens`` (with
+    no ``lora``: it carries its salt), so a router that finds and then records (or begins
+    a request) converts and hashes the tokens once. Its block size must be the index's
+    (else ``ValueError``)."""
+
+    def __init__(self, tokens: Tokens, block_size: int, lora: str | None = None) -> None:
+        """Hashes ``tokens`` with ``block_size`` tokens a block (at least 1), salted by
+        ``lora`` as ``record(.., lora=..)`` salts them. Releases the GIL while hashing."""
+
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def local(self) -> list[int]:
+        """Each full block's local hash (``compute_block_hashes``)."""
+    @property
+    def seq(self) -> list[int]:
+        """Each full block's sequence hash (``compute_seq_hashes`` of ``local``)."""
+    def __len__(self) -> int:
+        """The number of full blocks."""
+
+Prompt = Tokens | PromptHashes
+"""What ``record``, ``find``, ``find_with_sizes``, ``find_ranks`` and ``begin_request``
+take: tokens, or a ``PromptHashes`` made beforehand."""
+
 class ApproxKvIndexer:
     """An approximate index of which worker probably caches which prompt prefix, learned
     from the router's own decisions. Share one between threads: every call releases the
@@ -39,24 +64,24 @@ class ApproxKvIndexer:
         """The TTL in seconds, or ``None`` for never."""
 
     def record(
-        self, tokens: Tokens, worker: int, dp_rank: int = 0, lora: str | None = None
+        self, tokens: Prompt, worker: int, dp_rank: int = 0, lora: str | None = None
     ) -> None:
         """Record that ``worker`` (rank ``dp_rank``) was chosen for ``tokens``: its full
         blocks become "probably cached" there for one TTL. ``lora`` salts the hashes."""
 
-    def find(self, tokens: Tokens, lora: str | None = None) -> dict[int, int]:
+    def find(self, tokens: Prompt, lora: str | None = None) -> dict[int, int]:
         """``{worker: leading blocks of tokens it probably holds}`` (the best of its
         ranks); workers with none are absent."""
 
     def find_with_sizes(
-        self, tokens: Tokens, lora: str | None = None
+        self, tokens: Prompt, lora: str | None = None
     ) -> tuple[dict[int, int], dict[int, int]]:
         """``(scores, tree_sizes)``: ``find``'s scores, and the blocks each of those
         workers holds in the whole index (summed over all its ranks, those that hold none
         of the prompt included)."""
 
     def find_ranks(
-        self, tokens: Tokens, lora: str | None = None
+        self, tokens: Prompt, lora: str | None = None
     ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
         """As ``find_with_sizes``, keyed by ``(worker, dp_rank)``."""
 
@@ -85,7 +110,7 @@ class ApproxKvIndexer:
 
     def begin_request(
         self,
-        tokens: Tokens,
+        tokens: Prompt,
         worker: int,
         dp_rank: int | None = None,
         lora: str | None = None,

@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 
-from approx_kv_index import ApproxKvIndexer
+from approx_kv_index import ApproxKvIndexer, PromptHashes
 
 import mooncake
 
@@ -34,8 +34,10 @@ class Router:
 
     def route(self, tokens):
         """Choose a worker for ``tokens``, record the decision; returns (worker, blocks)."""
-        blocks = len(tokens) // self.index.block_size
-        found = self.index.find(tokens)
+        # Hashed once, for the find and the record.
+        hashes = PromptHashes(tokens, self.index.block_size)
+        blocks = len(hashes)
+        found = self.index.find(hashes)
         with self.lock:
             cost = [blocks - found.get(w, 0) + self.loads[w] for w in range(WORKERS)]
             worker = min(range(WORKERS), key=cost.__getitem__)
@@ -43,7 +45,7 @@ class Router:
             self.routed[worker] += 1
             self.hit_blocks += found.get(worker, 0)
             self.total_blocks += blocks
-        self.index.record(tokens, worker)
+        self.index.record(hashes, worker)
         return worker, blocks
 
     def finish(self, worker, blocks):

@@ -3,18 +3,16 @@
 
 use std::collections::HashMap;
 
-use approx_kv_index::{
-    ApproxKvIndexer, HashSalt, OverlapScores, Query, Snapshot, WorkerWithDpRank,
-};
+use approx_kv_index::{ApproxKvIndexer, OverlapScores, Snapshot, WorkerWithDpRank};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::args::{capacity, positive_seconds, u32_arg, u64_arg};
 use crate::hashing::block_size_arg;
+use crate::prompt::Prompt;
 use crate::requests::PyRequestHandle;
 use crate::scores::{by_rank, by_worker};
-use crate::tokens::tokens;
 
 type Index = ApproxKvIndexer<WorkerWithDpRank>;
 
@@ -84,10 +82,10 @@ impl PyIndexer {
     ) -> PyResult<()> {
         let rank = dp_rank.map_or(Ok(0), |r| u32_arg(r, || "dp_rank".to_owned()))?;
         let key = WorkerWithDpRank::new(u64_arg(worker, || "worker".to_owned())?, rank);
-        let tokens = self::tokens(tokens)?;
-        let salt = HashSalt::new(lora, None);
-        // Tokens always carry their local hashes: a record of them cannot be refused.
-        let recorded = py.detach(|| self.index.record(key, Query::salted_tokens(&tokens, salt)));
+        let prompt = self.prompt(tokens, lora)?;
+        // Tokens, and PromptHashes, carry their local hashes: a record of them cannot be
+        // refused.
+        let recorded = py.detach(|| self.index.record(key, prompt.query()));
         recorded.map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
     }
 
@@ -114,10 +112,9 @@ impl PyIndexer {
         tokens: &Bound<'_, PyAny>,
         lora: Option<&str>,
     ) -> PyResult<(Py<PyDict>, Py<PyDict>)> {
-        let tokens = self::tokens(tokens)?;
-        let salt = HashSalt::new(lora, None);
+        let prompt = self.prompt(tokens, lora)?;
         let (found, sizes) = py.detach(|| {
-            let found = self.index.find(Query::salted_tokens(&tokens, salt));
+            let found = self.index.find(prompt.query());
             let mut workers: Vec<u64> = found.scores.keys().map(|k| k.worker_id).collect();
             workers.sort_unstable();
             workers.dedup();
@@ -370,8 +367,12 @@ impl PyIndexer {
         tokens: &Bound<'_, PyAny>,
         lora: Option<&str>,
     ) -> PyResult<OverlapScores<WorkerWithDpRank>> {
-        let tokens = self::tokens(tokens)?;
-        let salt = HashSalt::new(lora, None);
-        Ok(py.detach(|| self.index.find(Query::salted_tokens(&tokens, salt))))
+        let prompt = self.prompt(tokens, lora)?;
+        Ok(py.detach(|| self.index.find(prompt.query())))
+    }
+
+    /// A method's `tokens` and `lora` arguments as its prompt (`prompt.rs`).
+    pub(crate) fn prompt(&self, tokens: &Bound<'_, PyAny>, lora: Option<&str>) -> PyResult<Prompt> {
+        Prompt::from_arg(tokens, lora, self.index.block_size())
     }
 }

@@ -1,8 +1,8 @@
 //! Python binding of `approx-kv-index` (PyO3, abi3 wheels for CPython 3.11+).
 //!
 //! The module `approx_kv_index` holds the class `ApproxKvIndexer` (the index keyed by
-//! worker id and data-parallel rank) and the hash functions `compute_block_hashes` and
-//! `compute_seq_hashes`. Every call reads its arguments, then releases the GIL while the
+//! worker id and data-parallel rank), `RequestHandle`, `PromptHashes` (a prompt hashed
+//! once) and the hash functions `compute_block_hashes` and `compute_seq_hashes`. Every call reads its arguments, then releases the GIL while the
 //! Rust code runs, so router threads run the index in parallel. Bad input raises
 //! `ValueError` or `TypeError`. Install with `pip install ./python`; see `docs/python.md`.
 
@@ -10,6 +10,7 @@ mod args;
 mod events;
 mod hashing;
 mod indexer;
+mod prompt;
 mod requests;
 mod scores;
 mod tokens;
@@ -22,6 +23,7 @@ use pyo3::prelude::*;
 fn approx_kv_index_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<indexer::PyIndexer>()?;
     m.add_class::<requests::PyRequestHandle>()?;
+    m.add_class::<prompt::PyPromptHashes>()?;
     m.add_function(wrap_pyfunction!(hashing::compute_block_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::compute_seq_hashes, m)?)?;
     Ok(())

@@ -94,17 +94,13 @@ impl PyIndexer {
             (tokens, worker)
         };
         let key = crate::indexer::key(worker, dp_rank)?;
-        let tokens = self::tokens(tokens)?;
-        let salt = HashSalt::new(lora, None);
-        let handle = py.detach(|| {
-            self.index()
-                .begin_request(key, Query::salted_tokens(&tokens, salt))
-        });
+        let prompt = self.prompt(tokens, lora)?;
+        let handle = py.detach(|| self.index().begin_request(key, prompt.query()));
         Ok(PyRequestHandle {
             predicted: handle.predicted_blocks(),
             handle: std::sync::Mutex::new(Some(handle)),
             key,
-            salt,
+            salt: prompt.salt(),
         })
     }
 
