@@ -6,7 +6,8 @@ size 64, TTL 1 h, hashing included), so the difference is the binding's overhead
 - ``find``: each request found in that warm index (prints the summed best scores, which
   equal the Rust baseline's: the same index);
 - ``find+record, N threads``: each request found then recorded, the trace dealt out
-  round-robin to N threads sharing a fresh index; requests per second.
+  round-robin to N threads sharing a fresh index; requests per second; and the same with
+  each request hashed once (``PromptHashes``, timed too) for its find and its record.
 
 Tokens are given as ``array('I')``, NumPy ``uint32`` arrays (when NumPy is installed)
 and Python lists (the lists are made before each call, untimed; only the first
@@ -24,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from approx_kv_index import ApproxKvIndexer
+from approx_kv_index import ApproxKvIndexer, PromptHashes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import mooncake  # noqa: E402  (the trace loader the example uses)
@@ -55,14 +56,17 @@ def passes(reqs, prepare):
     return record, spent / len(reqs) / 1e3, hits
 
 
-def threaded(reqs, threads):
-    """Requests per second of find + record with ``threads`` threads on a fresh index."""
+def threaded(reqs, threads, hashed_once=False):
+    """Requests per second of find + record with ``threads`` threads on a fresh index;
+    ``hashed_once``: each request's tokens made into ``PromptHashes`` first (timed), which
+    the find and the record take."""
     index = new_index()
 
     def work(t):
         for i in range(t, len(reqs), threads):
-            index.find(reqs[i])
-            index.record(reqs[i], i % 8)
+            prompt = PromptHashes(reqs[i], 64) if hashed_once else reqs[i]
+            index.find(prompt)
+            index.record(prompt, i % 8)
 
     pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
     start = time.perf_counter()
@@ -101,8 +105,12 @@ def main():
     as_lists = [a.tolist() for a in trace[: args.list_limit]]
     for name, reqs in (("array('I')", trace), ("list", as_lists)):
         for threads in map(int, args.threads.split(",")):
-            rate = statistics.median(threaded(reqs, threads) for _ in range(args.rounds))
-            print(f"  find+record, {name:12}, {threads} thread(s): {rate:8.0f} requests/s")
+            for once in (False, True):
+                runs = (threaded(reqs, threads, once) for _ in range(args.rounds))
+                rate = statistics.median(runs)
+                how = "hashed once" if once else "tokens"
+                print(f"  find+record, {name:12}, {how:11}, {threads} thread(s):"
+                      f" {rate:8.0f} requests/s")
 
 
 if __name__ == "__main__":
