@@ -33,7 +33,7 @@ class PromptHashes:
         """The number of full blocks."""
 
 Prompt = Tokens | PromptHashes
-"""What ``record``, ``find``, ``find_with_sizes``, ``find_ranks`` and ``begin_request``
+"""What ``record``, ``find``, ``find_with_sizes``, ``find_ranks``, ``begin_request`` and ``request_output``
 take: tokens, or a ``PromptHashes`` made beforehand."""
 
 class ApproxKvIndexer:
@@ -119,9 +119,9 @@ class ApproxKvIndexer:
         worker until the handle is finished (or garbage-collected). ``(worker, tokens)``
         reads the same."""
 
-    def request_output(self, handle: RequestHandle, tokens: Tokens) -> int:
-        """Prompt and output so far: the new full blocks join the request, pinned.
-        Returns how many joined."""
+    def request_output(self, handle: RequestHandle, tokens: Prompt) -> int:
+        """Prompt and output so far (tokens, or their ``PromptHashes``): the new full
+        blocks join the request, pinned. Returns how many joined."""
 
     def observe_cached(self, handle: RequestHandle, cached_tokens: int) -> bool:
         """The engine's count of the prompt's leading tokens found cached, once per

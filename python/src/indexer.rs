@@ -238,8 +238,8 @@ impl PyIndexer {
         self.begin_request_impl(py, tokens, worker, dp_rank, lora)
     }
 
-    /// Adds a running request's output: `tokens` is its prompt and the output so far; its
-    /// new full blocks join it, pinned. Returns how many joined.
+    /// Adds a running request's output: `tokens` is its prompt and the output so far (or
+    /// their `PromptHashes`); its new full blocks join it, pinned. Returns how many joined.
     fn request_output(
         &self,
         py: Python<'_>,

@@ -1,6 +1,6 @@
 //! A prompt hashed once: the `PromptHashes` class, and `Prompt`, what the `tokens`
-//! argument of `record`, `find`, `find_with_sizes`, `find_ranks` and `begin_request`
-//! becomes: tokens to hash (salted by `lora`), or a `PromptHashes` made beforehand.
+//! argument of `record`, `find`, `find_with_sizes`, `find_ranks`, `begin_request` and
+//! `request_output` becomes: tokens to hash (salted by `lora`), or a `PromptHashes` made beforehand.
 
 use approx_kv_index::{HashSalt, PromptHashes, Query};
 use pyo3::exceptions::PyValueError;

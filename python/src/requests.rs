@@ -2,12 +2,12 @@
 //! index's `begin_request`, `request_output`, `observe_cached`, `finish_request` and
 //! `cache_reports` (declared with the other methods in `indexer.rs`).
 
-use approx_kv_index::{HashSalt, Query, RequestHandle, WorkerWithDpRank};
+use approx_kv_index::{HashSalt, RequestHandle, WorkerWithDpRank};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::indexer::PyIndexer;
-use crate::tokens::tokens;
+use crate::prompt::Prompt;
 
 /// A request running on a worker, from `ApproxKvIndexer.begin_request`: its blocks stay
 /// pinned there (never expired, never evicted) until `finish_request(handle)` or until
@@ -111,16 +111,17 @@ impl PyIndexer {
         handle: &PyRequestHandle,
         tokens: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
-        let tokens = self::tokens(tokens)?;
+        // Tokens are hashed under the salt of the request's prompt; `PromptHashes` carry
+        // theirs (of another salt, they do not continue the request: nothing joins).
+        let prompt = match self.prompt(tokens, None)? {
+            Prompt::Tokens(tokens, _) => Prompt::Tokens(tokens, handle.salt),
+            hashes => hashes,
+        };
         let guard = handle.lock();
         let Some(request) = guard.as_ref() else {
             return Ok(0);
         };
-        let salt = handle.salt;
-        Ok(py.detach(|| {
-            self.index()
-                .request_output(request, Query::salted_tokens(&tokens, salt))
-        }))
+        Ok(py.detach(|| self.index().request_output(request, prompt.query())))
     }
 
     /// The body of `ApproxKvIndexer.observe_cached` (`indexer.rs`).

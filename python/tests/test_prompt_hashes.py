@@ -1,6 +1,6 @@
-"""PromptHashes: a prompt hashed once, then found, recorded and begun with, as its tokens
-would be; its hashes are the hash functions'; a mismatched block size or a lora beside it
-is a ValueError."""
+"""PromptHashes: a prompt hashed once, then found, recorded, begun with and continued, as
+its tokens would be; its hashes are the hash functions'; a mismatched block size or a
+lora beside it is a ValueError."""
 
 import numpy as np
 import pytest
@@ -54,6 +54,10 @@ def test_find_record_and_begin_take_it_as_they_take_tokens():
     # Its output is hashed as its prompt was.
     assert by_hashes.request_output(request, prompt(0, 7)) == 1
     assert by_hashes.find(prompt(0, 7))[5] == 7
+    # The output as hashes: of the same salt they continue the request, of another not.
+    assert by_hashes.request_output(request, PromptHashes(prompt(0, 9), BLOCK, lora="b")) == 0
+    assert by_hashes.request_output(request, PromptHashes(prompt(0, 9), BLOCK)) == 2
+    assert request.blocks == 9
     by_hashes.finish_request(request)
 
 
