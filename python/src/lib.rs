@@ -2,9 +2,10 @@
 //!
 //! The module `approx_kv_index` holds the class `ApproxKvIndexer` (the index keyed by
 //! worker id and data-parallel rank), `RequestHandle`, `PromptHashes` (a prompt hashed
-//! once) and the hash functions `compute_block_hashes` and `compute_seq_hashes`. Every call reads its arguments, then releases the GIL while the
-//! Rust code runs, so router threads run the index in parallel. Bad input raises
-//! `ValueError` or `TypeError`. Install with `pip install ./python`; see `docs/python.md`.
+//! once) and the hash functions `compute_block_hashes` and `compute_seq_hashes`. Every
+//! call reads its arguments, then releases the GIL while the Rust code runs, so router
+//! threads may run the index at the same time. Bad input raises `ValueError` or
+//! `TypeError`. Install with `pip install ./python`; see `docs/python.md`.
 
 mod args;
 mod events;
