@@ -1,0 +1,96 @@
+//! A route timed step by step (not built by any crate here): for each request of a
+//! Mooncake trace, hash (`PromptHashes::new`), find and choose (load-aware, as
+//! `approx-kv-compare` does), record; prints each round's per-request means. Used for the
+//! profile in `docs/benchmarks.md` ("Targets and where they are missed"). To run it, make
+//! a binary crate with this file as `src/main.rs` and the dependencies
+//! `approx-kv-index = { path = "<repo>" }`, `approx-kv-rng = { path = "<repo>/tools/rng" }`,
+//! `serde_json = "1"` (`[profile.release] debug = 1` for `perf`), then
+//! `cargo build --release` and
+//! `W=16 R=5 target/release/route_steps <repo>/../shared/data/mooncake/conversation_trace.jsonl`
+//! (`W` workers, `R` rounds; the trace defaults to the bundled slice, relative to the
+//! working directory).
+
+use approx_kv_index::{ApproxKvIndexer, Query};
+use std::time::{Duration, Instant};
+const TB: usize = 512;
+fn load(path: &str) -> Vec<Vec<u32>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let ids: Vec<u64> = v["hash_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|x| x.as_u64())
+                .collect();
+            let len = (v["input_length"].as_u64().unwrap() as usize).min(ids.len() * TB);
+            (0..len)
+                .map(|t| {
+                    approx_kv_rng::splitmix64(ids[t / TB].wrapping_mul(TB as u64) + (t % TB) as u64)
+                        as u32
+                })
+                .collect()
+        })
+        .collect()
+}
+fn main() {
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "data/conversation_head2000.jsonl".into());
+    let reqs = load(&path);
+    let workers: usize = std::env::var("W")
+        .ok()
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(16);
+    let rounds: usize = std::env::var("R")
+        .ok()
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(5);
+    for round in 0..rounds {
+        let index = ApproxKvIndexer::builder()
+            .block_size(64)
+            .ttl(Duration::from_secs(600))
+            .tick(Duration::from_millis(100))
+            .build()
+            .unwrap();
+        let mut loads = vec![0u64; workers];
+        let mut ring = std::collections::VecDeque::new();
+        let mut overlap = vec![0u32; workers];
+        let (mut th, mut tf, mut tr) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+        let t0 = Instant::now();
+        for r in &reqs {
+            let a = Instant::now();
+            let ph = approx_kv_index::PromptHashes::new(r, 64);
+            let b = Instant::now();
+            overlap.fill(0);
+            index.find_into(Query::prompt(&ph), &mut |w: u64, s: u32| {
+                overlap[w as usize] = s
+            });
+            let n = ph.len() as u64;
+            let mut best = (u64::MAX, 0);
+            for (w, &o) in overlap.iter().enumerate() {
+                let cost = n.saturating_sub(o as u64) + loads[w];
+                if cost < best.0 {
+                    best = (cost, w);
+                }
+            }
+            let c = Instant::now();
+            let _ = index.record(best.1 as u64, Query::prompt(&ph));
+            let d = Instant::now();
+            loads[best.1] += n;
+            ring.push_back((best.1, n));
+            if ring.len() > 32 {
+                let (ow, on) = ring.pop_front().unwrap();
+                loads[ow] -= on;
+            }
+            th += b - a;
+            tf += c - b;
+            tr += d - c;
+        }
+        let tot = t0.elapsed();
+        let k = reqs.len() as f64;
+        println!("round {round}: route {:.2} us, hash {:.2}, find+choose {:.2}, record {:.2}, ratio {:.2}", tot.as_secs_f64()*1e6/k, th.as_secs_f64()*1e6/k, tf.as_secs_f64()*1e6/k, tr.as_secs_f64()*1e6/k, tot.as_secs_f64()/th.as_secs_f64());
+    }
+}
