@@ -141,6 +141,12 @@ enum FuzzOp {
 /// The first id of the workers of a [`FuzzOp::Fleet`].
 const FLEET: WorkerId = 1_000;
 
+/// The live entries up to which the whole state is checked after every step.
+const SMALL_STATE: usize = 256;
+
+/// How often the whole state is checked once it is larger than [`SMALL_STATE`].
+const STATE_CHECK_STRIDE: usize = 8;
+
 /// A few workers, and the extreme id.
 fn worker(w: u8) -> WorkerId {
     if w == u8::MAX {
@@ -207,7 +213,12 @@ fuzz_target!(|input: Input| {
         max_blocks_per_worker: cap(input.max_blocks_per_worker),
         max_entries: cap(input.max_entries),
     });
-    for op in &input.ops {
+    // The whole state is compared after every step while it is small, and after every
+    // `STATE_CHECK_STRIDE`-th step and at the end once it is not (a check dumps the index:
+    // after a fleet's records, checking every step made an input take seconds). Every
+    // find, request output and error is compared at its own step either way.
+    let mut live = 0;
+    for (i, op) in input.ops.iter().enumerate() {
         let op = match op {
             FuzzOp::Record {
                 worker: w,
@@ -278,7 +289,7 @@ fuzz_target!(|input: Input| {
                 removed,
             } => {
                 for w in (0..6u8).filter(|w| workers & (1 << w) != 0) {
-                    h.apply(&Op::Record {
+                    h.step(&Op::Record {
                         worker: worker(w),
                         tokens: tokens(t),
                         salt: 0,
@@ -313,7 +324,7 @@ fuzz_target!(|input: Input| {
                 removed,
             } => {
                 for w in 0..WorkerId::from(*count % 100) {
-                    h.apply(&Op::Record {
+                    h.step(&Op::Record {
                         worker: FLEET + WorkerId::from(*first) + w,
                         tokens: tokens(t),
                         salt: 0,
@@ -330,11 +341,17 @@ fuzz_target!(|input: Input| {
                 local: hashes(local),
             },
             FuzzOp::RemoveWorker(w) => Op::RemoveWorker(worker(*w)),
-            FuzzOp::SetCapacity { worker: w, capacity } => Op::SetCapacity {
+            FuzzOp::SetCapacity {
+                worker: w,
+                capacity,
+            } => Op::SetCapacity {
                 worker: worker(*w),
                 capacity: capacity.map(|c| usize::from(c % 32)),
             },
-            FuzzOp::Begin { worker: w, tokens: t } => Op::Begin {
+            FuzzOp::Begin {
+                worker: w,
+                tokens: t,
+            } => Op::Begin {
                 worker: worker(*w),
                 tokens: tokens(t),
             },
@@ -361,7 +378,11 @@ fuzz_target!(|input: Input| {
             FuzzOp::RestoreSaved => Op::RestoreSaved,
             FuzzOp::ReplayDump => Op::ReplayDump,
         };
-        h.apply(&op);
+        h.step(&op);
+        if i % STATE_CHECK_STRIDE == 0 || live <= SMALL_STATE {
+            live = h.check_state();
+        }
     }
+    h.check_state();
     h.finish();
 });
