@@ -5,6 +5,10 @@
 //! - `begin_finish/256`: the same for a 256-block prompt;
 //! - `begin_finish_prompt/256`: the same from `PromptHashes` (`Query::prompt`), whose pair
 //!   of hash forms the begin need not check;
+//! - `begin_finish/next_turn/256`: the same for a conversation's next turn: a 256-block
+//!   prompt that leaves the worker's 256-block run 8 blocks before its end, so that the
+//!   begin reads the worker's claim deep inside the run (the turn before recorded
+//!   untimed, 64 conversations an index);
 //! - `observe/16`: `observe_cached` of a request whose prediction held (begin and finish
 //!   untimed);
 //! - `observe/ghost_raise/1024`: `observe_cached` of a request that hit two ghosts of a
@@ -43,6 +47,9 @@ fn requests(c: &mut Criterion) {
             })
         });
     }
+    group.bench_function("begin_finish/next_turn/256", |b| {
+        b.iter_custom(|iters| next_turns(iters, 256));
+    });
     let hashes = PromptHashes::new(&common::tokens(8, 256 * 64), 64);
     let by_prompt = index();
     by_prompt.record(3, Query::prompt(&hashes)).ok();
@@ -94,6 +101,36 @@ fn requests(c: &mut Criterion) {
         })
     });
     group.finish();
+}
+
+/// Times `iters` begins and finishes of a next turn (`begin_finish/next_turn`), each of
+/// a conversation whose turn before was just recorded, as one run of `blocks` blocks.
+fn next_turns(iters: u64, blocks: usize) -> Duration {
+    const TURNS: u64 = 64;
+    let turns: Vec<_> = (0..TURNS)
+        .map(|seed| {
+            let before = common::tokens(100 + seed, blocks * 64);
+            let mut next = before[..(blocks - 8) * 64].to_vec();
+            next.extend(common::tokens(200 + seed, 8 * 64));
+            (common::hashes(&before, 64), common::hashes(&next, 64))
+        })
+        .collect();
+    let mut total = Duration::ZERO;
+    let mut index = index();
+    for i in 0..iters {
+        let ((before_local, before_seq), (local, seq)) = &turns[(i % TURNS) as usize];
+        if i % TURNS == 0 {
+            index = self::index();
+        }
+        index
+            .record(3, Query::hashes(before_local, before_seq))
+            .ok();
+        let start = Instant::now();
+        let request = index.begin_request(3, Query::hashes(local, seq));
+        index.finish_request(black_box(request));
+        total += start.elapsed();
+    }
+    total
 }
 
 criterion_group! {

@@ -133,16 +133,13 @@ impl Core {
         depth
     }
 
-    /// `slot`'s approximate claim on the last block of `held` (blocks it holds): read at
-    /// the nearest key at or above it, since the blocks inside a run, which have no key,
-    /// share their run's claims. 0 if none is found.
+    /// `slot`'s approximate claim on the last block of `held` (blocks it holds), as
+    /// [`Tree::claim_on_last`](crate::tree::Tree::claim_on_last) reads it; 0 if none is
+    /// found.
     fn claim_before(&self, slot: Slot, held: &[SequenceHash]) -> u64 {
         let guard = epoch::pin();
-        held.iter()
-            .rev()
-            .find_map(|&seq| self.tree.claim_at(seq, slot, &guard))
-            .flatten()
-            .map_or(0, |c| c.expiry)
+        let claim = self.tree.claim_on_last(slot, held, &guard);
+        claim.map_or(0, |c| c.expiry)
     }
 
     /// Pins `slot`'s blocks of the path (`local`, `seq`), counting a pin on those from

@@ -43,6 +43,10 @@ use node::{Kind, Node, Outcome, Settle};
 pub(crate) use walk::{Span, Walk};
 pub(crate) use writing::Writing;
 
+/// The most probes [`Tree::claim_on_last`] makes going down a prompt from a key above the
+/// run that it looks for (each a dependent miss) before it probes every block up to it.
+const CLAIM_HOPS: usize = 16;
+
 /// The node map and the operations of find, record, sweep and dump on it.
 pub(crate) struct Tree {
     nodes: NodeMap,
@@ -157,6 +161,77 @@ impl Tree {
         guard: &Writing<'_>,
     ) -> Option<Claim> {
         self.keyed(guard, |tree| tree.claim_at(seq, slot, guard))
+            .flatten()
+    }
+
+    /// `slot`'s claim on the last block of `held`, a prefix of a prompt that the slot holds
+    /// (as a find just read it): the claim at the nearest key at or above that block, since
+    /// the blocks inside a run, which have no key, share their run's claims. `None` if no
+    /// key is found, or the slot holds none there.
+    ///
+    /// The last block's own key first. Without one, it is inside a run, whose head may be
+    /// a hundred blocks up (a conversation's next turn leaves the last turn's run where the
+    /// last trace block changed): the probes gallop up from it, and a run headed at the
+    /// first key they meet that the prompt follows down to the last block is that run (no
+    /// block inside it has a key). Any other key: on down the prompt from it, a run or a
+    /// block a probe, for at most [`CLAIM_HOPS`] probes; then every block up from the
+    /// last to the last key that met, in turn, their buckets loaded a few keys ahead.
+    pub(crate) fn claim_on_last(
+        &self,
+        slot: Slot,
+        held: &[SequenceHash],
+        guard: &Guard,
+    ) -> Option<Claim> {
+        let last = held.len().checked_sub(1)?;
+        if let Some(found) = self.claim_at(held[last], slot, guard) {
+            return found;
+        }
+        let (mut at, mut step) = (last, 1);
+        // The first key the gallop met, if any: the nearest is there or below it.
+        let floor = loop {
+            if at == 0 {
+                break 0;
+            }
+            at = at.saturating_sub(step);
+            step *= 2;
+            let Some(node) = self.nodes.get(&held[at].0) else {
+                continue;
+            };
+            if let Kind::Head(run) = node.kind() {
+                // SAFETY: read from a head under its shard's lock, with `guard` pinned (a
+                // run is retired only after its head leaves the map).
+                let run = unsafe { run_alloc::run_at(run, guard) };
+                if run.matched(at, held.len(), &mut &held[..]) == held.len() - at {
+                    return holder::find(&node.holders(guard), slot).map(Holder::claim);
+                }
+            }
+            break at;
+        };
+        // On from that key along the prompt, a run or a block a probe, to the last key at
+        // or above the last block.
+        let (mut at, mut key_at) = (floor, floor);
+        for _ in 0..CLAIM_HOPS {
+            let Some(node) = self.nodes.get(&held[at].0) else {
+                break;
+            };
+            key_at = at;
+            let next = match node.kind() {
+                Kind::Head(run) => {
+                    // SAFETY: as above: a head read under its shard's lock, `guard` pinned.
+                    let run = unsafe { run_alloc::run_at(run, guard) };
+                    at + run.matched(at, held.len(), &mut &held[..]).max(1)
+                }
+                Kind::Block | Kind::Tail { .. } => at + 1,
+            };
+            drop(node);
+            if next > last {
+                return self.claim_at(held[at], slot, guard).flatten();
+            }
+            at = next;
+        }
+        let keys = held[key_at..last].iter().rev();
+        let mut keys = self.nodes.prefetching(keys, |k| k.0, guard);
+        keys.find_map(|&seq| self.claim_at(seq, slot, guard))
             .flatten()
     }
 
@@ -372,5 +447,65 @@ mod tests {
         assert_eq!(tree.len(), 6);
         assert!(tree.holds_live(seq[5], 1, 99, &guard));
         assert!(!tree.holds_live(seq[0], 2, 0, &guard));
+    }
+
+    /// The claim at the nearest key at or above a block, probed block by block: what
+    /// `claim_on_last` must equal.
+    fn nearest_claim(
+        tree: &Tree,
+        slot: Slot,
+        held: &[SequenceHash],
+        guard: &Guard,
+    ) -> Option<Claim> {
+        held.iter()
+            .rev()
+            .find_map(|&seq| tree.claim_at(seq, slot, guard))
+            .flatten()
+    }
+
+    /// A slot's claim on the last block of a prefix it holds, read inside runs (the gallop
+    /// meeting the run's head, or overshooting to an earlier one), at tail markers, at
+    /// blocks, and for a slot that holds nothing there; every prefix of the prompts agrees
+    /// with the claim found block by block.
+    #[test]
+    fn claim_on_last_reads_the_run_a_prefix_ends_in() {
+        let tree = Tree::standalone();
+        let guard = tree.writing();
+        let local: Vec<LocalBlockHash> = (1..=300).map(LocalBlockHash).collect();
+        let seq = crate::compute_seq_hashes(&local);
+        // Runs [0, 100) at 300, [100, 200) at 200; a branch off block 139 held by slot 2.
+        tree.record(1, (&local[..100], &seq[..100]), 300, true, &guard);
+        tree.record(1, (&local[..200], &seq[..200]), 200, false, &guard);
+        let branch: Vec<LocalBlockHash> =
+            (1..=140).chain(1001..=1010).map(LocalBlockHash).collect();
+        let branch_seq = crate::compute_seq_hashes(&branch);
+        tree.record(2, (&branch, &branch_seq), 150, true, &guard);
+        let claim = |slot, k: usize| tree.claim_on_last(slot, &seq[..k], &guard);
+        assert_eq!(
+            claim(1, 60),
+            Some(Claim::approx(300)),
+            "inside the first run"
+        );
+        assert_eq!(claim(1, 100), Some(Claim::approx(300)), "its last block");
+        assert_eq!(claim(1, 180), Some(Claim::approx(200)), "inside the second");
+        assert_eq!(claim(1, 120), Some(Claim::approx(200)), "inside the second");
+        assert_eq!(claim(2, 120), Some(Claim::approx(150)));
+        assert_eq!(
+            claim(2, 190),
+            None,
+            "slot 2 does not hold the second run's end"
+        );
+        assert_eq!(claim(1, 0), None, "nothing held");
+        for slot in [1, 2, 3] {
+            for k in 0..=300 {
+                let expected = nearest_claim(&tree, slot, &seq[..k], &guard);
+                assert_eq!(claim(slot, k), expected, "slot {slot}, {k} blocks");
+            }
+            for k in 0..=branch_seq.len() {
+                let held = &branch_seq[..k];
+                let expected = nearest_claim(&tree, slot, held, &guard);
+                assert_eq!(tree.claim_on_last(slot, held, &guard), expected);
+            }
+        }
     }
 }
