@@ -21,6 +21,8 @@
 //! release's walk never removes a block that another request pinned meanwhile. Entries are
 //! tagged with the slot's generation: a handle of a removed worker changes nothing.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use crossbeam_epoch as epoch;
 use dashmap::DashMap;
 
@@ -34,6 +36,9 @@ use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 /// The approximate claim of a pinned block: later than every decision's expiry (except,
 /// within one TTL of the clock's end, decisions saturated there, which it equals).
 pub(crate) const PIN: u64 = u64::MAX;
+
+/// Blocks a release's walk lowers at a time in a tree without runs (see `Core::unpin`).
+const UNPIN_CHUNK: usize = 16;
 
 /// Pin counts of every slot with running requests.
 #[derive(Default)]
@@ -235,8 +240,28 @@ impl Core {
         guard: &Writing<'_>,
     ) {
         let lowest = seq.len() - released;
-        let mut top = seq.len(); // seq[lowest..top] are still pinned
+        // seq[lowest..top] are still pinned.
+        let mut top = seq.len();
+        // Once runs are off (exact KV events), every block is a node of its own, and the
+        // walk a probe a block that loads only its next parent's bucket ahead: it goes a
+        // chunk at a time then, the next chunk's buckets loading while it works (in a tree
+        // of runs, a chunk would split them, and a walk is a probe a run).
+        let chunk = if self.tree.makes_runs.load(Relaxed) {
+            usize::MAX
+        } else {
+            self.tree.prefetch_keys(
+                &seq[top.saturating_sub(UNPIN_CHUNK).max(lowest)..top],
+                guard,
+            );
+            UNPIN_CHUNK
+        };
         while top > lowest {
+            let blocks = (top - lowest).min(chunk);
+            if blocks == chunk {
+                let next = top - blocks;
+                let keys = &seq[next.saturating_sub(chunk).max(lowest)..next];
+                self.tree.prefetch_keys(keys, guard);
+            }
             let walk = Walk {
                 leaf: seq[top - 1],
                 slot,
@@ -244,13 +269,16 @@ impl Core {
                 slot_alive: true,
                 budget: usize::MAX,
                 span: Span::Path,
-                blocks: top - lowest,
+                blocks,
                 lower_to: Some(expiry),
             };
             let walked = self.tree.walk(walk, |_| {}, guard);
-            // The walk settled seq[top - settled..top], and stopped at the block below.
+            // The walk settled seq[top - settled..top]; unless it settled all it was let,
+            // it stopped at the block below, which it skips.
             top -= walked.settled;
-            top = top.saturating_sub(1).max(lowest);
+            if walked.settled < blocks {
+                top = top.saturating_sub(1).max(lowest);
+            }
         }
     }
 }

@@ -235,6 +235,14 @@ impl Tree {
             .flatten()
     }
 
+    /// Starts loading the buckets of `keys`, the last first (the order a walk from a
+    /// leaf takes them): a hint, as [`NodeMap::prefetch`].
+    pub(crate) fn prefetch_keys(&self, keys: &[SequenceHash], guard: &Guard) {
+        for key in keys.iter().rev() {
+            self.nodes.prefetch(key.0, guard);
+        }
+    }
+
     /// `slot`'s claim on the block keyed `seq` (a block, a run's head, or its tail marker,
     /// which reads as the run): `None` if there is no such key, `Some(None)` if the slot
     /// does not hold it. For blocks that are keys whenever they exist, such as a logged

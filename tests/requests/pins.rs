@@ -475,6 +475,41 @@ fn a_release_unpins_around_blocks_an_event_removed() {
     );
 }
 
+/// In a tree without runs (after an exact KV event) a release lowers its blocks a chunk at
+/// a time: a walk that settled all it was let goes on from the block below, and one stopped
+/// by a removed block goes on above it, at and across the chunks' ends.
+#[test]
+fn a_release_in_a_tree_of_blocks_unpins_every_chunk_around_removed_blocks() {
+    let (index, clock) = manual_index(1, TTL);
+    index.apply_event(&crate::support::events::stored_ours(
+        2,
+        &tokens(1000, 3),
+        1,
+        None,
+    ));
+    let prompt = tokens(0, 70);
+    let running = index.begin_request(1, &prompt);
+    let (_, seq) = crate::support::index::chain(&prompt, 1);
+    // Blocks next to and across where the 16-block chunks end.
+    let removed = [52, 30, 29, 5, 0].map(|i| seq[i]);
+    index.apply_event(&RouterEvent {
+        worker_id: 1,
+        event_id: 1,
+        data: KvCacheEventData::Removed(KvCacheRemoveData {
+            block_hashes: removed.to_vec(),
+        }),
+    });
+    assert_eq!(index.worker_entries(1), 65);
+    index.finish_request(running);
+    clock.advance(TTL + Duration::from_millis(1));
+    index.sweep_expired();
+    assert_eq!(
+        index.worker_entries(1),
+        0,
+        "every block of the request released, and expired a TTL later"
+    );
+}
+
 /// Found by the model (3,000 cases): a release that took its pinned blocks out, then put
 /// them back, left the worker's deeper blocks of another prompt without their prefix for
 /// a moment, and the blocks came back as a run over them: finds of that prompt stopped
