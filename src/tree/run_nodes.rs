@@ -13,9 +13,10 @@
 //! The blocks between head and tail have no key: the tree's *ends* are keys (a decision's
 //! leaf is a tail or a block, a child hangs only below a tail or a block), so walks, timers
 //! and caps' logs never need them. Another worker whose prompt covers a run whole **joins**
-//! it ([`Tree::join_run`]); a prompt that leaves a run or ends inside it **cuts** it in two
-//! (`cut.rs`). Anything else that would make the run's blocks differ (a KV event, a
-//! restore, a walk with less budget than the run, a cut whose keys are taken) first
+//! it ([`Tree::join_run`]); a prompt that leaves a run or ends inside it, and a walk that
+//! may settle only the run's last blocks (less budget, or fewer blocks, than the run),
+//! **cut** it in two (`cut.rs`). Anything else that would make the run's blocks differ (a
+//! KV event, a restore, a cut whose keys are taken) first
 //! **splits it up** into one node per block ([`Tree::split`]): the run is frozen, its blocks
 //! are inserted as nodes with its holders and claims, then its tail marker and its head are
 //! replaced, and the run is retired through the epoch collector. Readers see the same
@@ -409,9 +410,10 @@ impl Tree {
 
     /// A walk at a run's tail marker: ends the walk's slot's claim on the whole run if
     /// the walk decides so and its budget and block limit allow (its approximate claim
-    /// only, if the slot also holds the run exactly), else splits the run up (budget too
-    /// small, or the walk covers one block) so the walk goes on block by block. `forget`
-    /// is called with each block removed, with the head's write lock held.
+    /// only, if the slot also holds the run exactly), else cuts off the run's last blocks
+    /// that they allow (budget too small, or the walk covers one block) so the walk meets
+    /// them as a piece of their own. `forget` is called with each block removed, with the
+    /// head's write lock held.
     pub(super) fn walk_run(
         &self,
         (head, run, tail): (SequenceHash, usize, u64),
@@ -451,8 +453,12 @@ impl Tree {
             walk.blocks
         };
         if !whole || len > room {
+            // The walk ends the slot's claim on the run's last blocks only: they are cut
+            // off as a piece of their own (a split into one node per block where a key
+            // the pieces need is taken), which the walk then meets at the tail marker.
             drop(entry);
-            self.split(head, run, guard);
+            let keep = if whole { len - room } else { len - 1 };
+            self.cut(head, run, keep, guard);
             return RunWalk::Again;
         }
         let others = holders.len() > 1;

@@ -91,11 +91,24 @@ fn a_decisions_new_blocks_are_one_run_until_a_second_worker_comes() {
     assert_eq!(holders_at(&tree, seq[0], &guard).len(), 3);
     assert_eq!(run_holders(&tree, seq[1], &guard).len(), 2);
     assert_eq!((tree.runs.load(SeqCst), tree.len()), (2, 6));
-    // A walk with less budget than a run splits it and removes block by block.
-    let (l2, s2) = chain(9);
-    assert_eq!(tree.record(4, (&l2[6..], &s2[6..]), 70, true, &guard), 3);
-    let walked = tree.walk(path_walk(s2[8], 4, 70, 2), |_| {}, &guard);
-    assert_eq!((walked.removed, walked.resume), (2, Some(s2[6])));
+    // A walk with less budget than a run cuts off the blocks it may remove, and removes
+    // them as a run: the rest stays one run (two map entries, not a node per block).
+    let (l2, s2) = chain(20);
+    assert_eq!(tree.record(4, (&l2[6..], &s2[6..]), 70, true, &guard), 14);
+    let nodes = tree.nodes.len();
+    let walked = tree.walk(path_walk(s2[19], 4, 70, 2), |_| {}, &guard);
+    assert_eq!((walked.removed, walked.resume), (2, Some(s2[17])));
+    assert_eq!(run_holders(&tree, s2[6], &guard), [(4, Claim::approx(70))]);
+    assert_eq!((tree.runs.load(SeqCst), tree.nodes.len()), (3, nodes));
+    assert_eq!(tree.len(), 6 + 12);
+    // One of a single block (a release of its last block) cuts off that block only.
+    let one = Walk {
+        span: super::super::Span::Block,
+        ..path_walk(s2[17], 4, 70, usize::MAX)
+    };
+    assert_eq!(tree.walk(one, |_| {}, &guard).removed, 1);
+    assert_eq!(run_holders(&tree, s2[6], &guard).len(), 1);
+    assert_eq!((tree.runs.load(SeqCst), tree.len()), (3, 6 + 11));
 }
 
 /// Holders of the run at `head` (a run's head, asserted).
