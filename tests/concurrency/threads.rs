@@ -1,7 +1,7 @@
 //! Many threads at once on one index: records and finds with their results checked (read
 //! your writes), one decision from sixteen threads, removals racing records and finds of
 //! other workers, a sweep racing a record under a per-worker cap, cuts and joins of one run
-//! from many threads.
+//! from many threads, eviction and release walks cutting runs from many threads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use approx_kv_index::*;
 
-use crate::support::index::tokens;
+use crate::support::index::{chain, tokens};
 
 /// Each thread owns one worker and a private prompt suffix under a shared prefix; after
 /// every record it must see its own whole prompt (read your writes) and never a score
@@ -217,5 +217,96 @@ fn cuts_and_joins_of_one_run_from_many_threads() {
         let shared = (0..ROUNDS).map(|r| branch(w, r).1 - 2).max().unwrap();
         let want = (shared + 2 * ROUNDS) as usize;
         assert_eq!(index.worker_entries(u64::from(w)), want, "worker {w}");
+    }
+}
+
+/// Under a capacity every record evicts exactly the excess, so its last eviction walk ends
+/// inside a run and cuts it; a request's release lowers its pins on run pieces. Threads
+/// doing both on one worker, over prompts that share stems of every length, with a finder
+/// beside them: the capacity holds once they are done, every block the worker holds has
+/// its parent (no cut or walk leaves a gap), and a find of each prompt reports exactly the
+/// leading blocks the dump shows held.
+#[test]
+fn walks_that_cut_runs_from_many_threads_leave_prefixes_within_the_capacity() {
+    const CAP: usize = 120;
+    const ROUNDS: u32 = 1_000;
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(Duration::from_secs(600))
+        .background_sweeper(false)
+        .build()
+        .unwrap();
+    index.set_worker_capacity(1, Some(CAP));
+    // Thread `t`'s prompt `i`: a stem shared by all (0 to 39 blocks), then its own blocks.
+    let prompt = |t: u32, i: u32| {
+        let mut p = tokens(0, (i * 7 + t) % 40);
+        p.extend(tokens(1_000_000 * (t + 1) + 1_000 * i, 10 + (i * 13) % 40));
+        p
+    };
+    let stop = AtomicBool::new(false);
+    let start = Barrier::new(4);
+    thread::scope(|s| {
+        let writers: Vec<_> = (0..4)
+            .map(|t| {
+                let (index, start) = (&index, &start);
+                s.spawn(move || {
+                    start.wait();
+                    for i in 0..ROUNDS {
+                        if t == 3 {
+                            let request = index.begin_request(1, &prompt(t, i));
+                            index.finish_request(request);
+                        } else {
+                            index.record(1, Query::tokens(&prompt(t, i))).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        s.spawn(|| {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let p = prompt(i % 4, (i / 4) % ROUNDS);
+                let found = index.find(Query::tokens(&p));
+                assert!(found
+                    .scores
+                    .get(&1)
+                    .map_or(true, |&n| n as usize <= p.len()));
+                i += 1;
+            }
+        });
+        for w in writers {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    index
+        .record(1, Query::tokens(&tokens(9_999_999, 1)))
+        .unwrap();
+    assert!(
+        index.worker_entries(1) <= CAP,
+        "{}",
+        index.worker_entries(1)
+    );
+    let mut held = std::collections::HashSet::new();
+    for event in index.dump_events() {
+        let KvCacheEventData::Stored(data) = &event.data else {
+            panic!("a dump holds only Stored events");
+        };
+        if let Some(parent) = data.parent_hash {
+            assert!(held.contains(&parent.0), "a gap above {event:?}");
+        }
+        held.extend(data.blocks.iter().map(|b| b.block_hash.0));
+    }
+    assert_eq!(held.len(), index.worker_entries(1));
+    for (t, i) in (0..4).flat_map(|t| (0..ROUNDS).map(move |i| (t, i))) {
+        let p = prompt(t, i);
+        let (_, seq) = chain(&p, 1);
+        let found = index.find(Query::tokens(&p));
+        let score = found.scores.get(&1).map_or(0, |&n| n as usize);
+        assert!(seq[..score].iter().all(|b| held.contains(&b.0)), "{t}/{i}");
+        assert!(
+            score == seq.len() || !held.contains(&seq[score].0),
+            "{t}/{i}"
+        );
     }
 }
