@@ -186,6 +186,14 @@ impl Tree {
         if let Some(found) = self.claim_at(held[last], slot, guard) {
             return found;
         }
+        // Where the prompt leaves the run headed at its block `at` (the callers hold the
+        // head's shard lock).
+        let reach = |run: run_alloc::RunPtr, at: usize| {
+            // SAFETY: read from a head under its shard's lock, with `guard` pinned (a run
+            // is retired only after its head leaves the map).
+            let run = unsafe { run_alloc::run_at(run, guard) };
+            at + run.matched(at, held.len(), &mut &held[..])
+        };
         let (mut at, mut step) = (last, 1);
         // The first key the gallop met, if any: the nearest is there or below it.
         let floor = loop {
@@ -198,10 +206,7 @@ impl Tree {
                 continue;
             };
             if let Kind::Head(run) = node.kind() {
-                // SAFETY: read from a head under its shard's lock, with `guard` pinned (a
-                // run is retired only after its head leaves the map).
-                let run = unsafe { run_alloc::run_at(run, guard) };
-                if run.matched(at, held.len(), &mut &held[..]) == held.len() - at {
+                if reach(run, at) == held.len() {
                     return holder::find(&node.holders(guard), slot).map(Holder::claim);
                 }
             }
@@ -216,11 +221,7 @@ impl Tree {
             };
             key_at = at;
             let next = match node.kind() {
-                Kind::Head(run) => {
-                    // SAFETY: as above: a head read under its shard's lock, `guard` pinned.
-                    let run = unsafe { run_alloc::run_at(run, guard) };
-                    at + run.matched(at, held.len(), &mut &held[..]).max(1)
-                }
+                Kind::Head(run) => reach(run, at).max(at + 1),
                 Kind::Block | Kind::Tail { .. } => at + 1,
             };
             drop(node);
