@@ -29,6 +29,7 @@ mod remove_vs_record;
 mod run_cut;
 mod split_vs_refresh;
 mod uncount_vs_recycle;
+mod walk_vs_cut;
 mod watch;
 
 use crossbeam_epoch::Guard;

@@ -4,7 +4,7 @@
 
 use loom::sync::{Arc, RwLock};
 
-use super::node::Node;
+use super::node::{Kind, Node};
 use super::{Claim, Shard};
 use crate::slot::Slot;
 use crate::tree::run_alloc::{run_at, Run, RunSpan};
@@ -49,10 +49,11 @@ pub(super) fn run_shards(slot: Slot, expiry: u64) -> RunShards {
 }
 
 /// `Tree::cut` of the run after [`CUT`] blocks: under the head's write lock, freeze the run
-/// and copy its holders; place the second piece's head at block `CUT`, make the tail marker
-/// the second piece's, and last replace the head with the first piece's (first, with
+/// and copy its holders (nothing, if the head no longer names the run: a walk removed
+/// it); place the second piece's head at block `CUT`, make the tail marker the second
+/// piece's, and last replace the head with the first piece's (first, with
 /// `--cfg loom_break="cut_head_first"`); thaw the pieces. Only the calling thread replaces
-/// the head.
+/// the head with anything but nothing.
 pub(super) fn cut(shards: &RunShards, guard: &crossbeam_epoch::Guard) {
     let RunShards {
         run,
@@ -65,8 +66,10 @@ pub(super) fn cut(shards: &RunShards, guard: &crossbeam_epoch::Guard) {
     let r = unsafe { run_at(*run, guard) };
     let copied: Vec<(u32, Claim)> = {
         let node = head.write().unwrap();
+        let Some(n) = node.as_ref().filter(|n| n.kind() == Kind::Head(*run)) else {
+            return;
+        };
         r.freeze();
-        let n = node.as_ref().expect("the head");
         n.holders(guard)
             .iter()
             .map(|h| (h.slot(), h.claim()))

@@ -423,12 +423,22 @@ impl Tree {
     ) -> RunWalk {
         let (slot, budget, whole) = (walk.slot, walk.budget, walk.span == Span::Path);
         let decide = |c| walk.decide(c);
-        let Entry::Occupied(entry) = self.nodes.entry(head.0) else {
-            return RunWalk::Stop;
+        let entry = match self.nodes.entry(head.0) {
+            Entry::Occupied(entry) if entry.get().kind() == Kind::Head(run) => entry,
+            // The head no longer names the run the marker named when the walk read it.
+            // A cut or a split that ended since changed the marker before the head: the
+            // key now names the second piece, or a block. Only a marker that still names
+            // the run means that the run is gone (removed head first).
+            other => {
+                drop(other);
+                let marker = Kind::Tail { head, run };
+                return if self.nodes.get(&tail).is_some_and(|t| t.kind() == marker) {
+                    RunWalk::Stop
+                } else {
+                    RunWalk::Again
+                };
+            }
         };
-        if entry.get().kind() != Kind::Head(run) {
-            return RunWalk::Stop;
-        }
         // SAFETY: read from a head under the shard lock, with `guard` pinned.
         let r = unsafe { run_at(run, guard) };
         if !r.is_live() {
