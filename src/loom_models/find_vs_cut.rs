@@ -13,12 +13,23 @@
 //!
 //! Can fail: with `--cfg loom_break="cut_head_first"` (the head is replaced first) loom
 //! finds the find that stops at the first piece's end: "a find racing a cut lost blocks".
+//!
+//! A find also probes a run's last block at its tail marker (`Tree::probe`), which names
+//! the head whose holders it reads. A probe that read the marker before the cut and the
+//! head after it finds the first piece there: it reads the marker again, which names the
+//! second piece by then (the cut changes the marker before the head), and reads that
+//! piece's holders. Whatever the interleaving, the last block reads as held (second model).
+//!
+//! Checked ordering: the marker changes before the head. Can fail: with
+//! `--cfg loom_break="probe_gives_up_on_moved_head"` (the probe takes the marker's key
+//! again only for a block, as it once did) loom finds the probe that reads no holder: "a
+//! probe of the last block racing a cut read no holder".
 
 use loom::sync::Arc;
 use loom::thread;
 
 use super::node::Kind;
-use super::run_cut::{cut, run_shards, CUT, LEN};
+use super::run_cut::{cut, run_shards, RunShards, CUT, LEN};
 use super::Shard;
 use crate::tree::run_alloc::run_at;
 use crate::SequenceHash;
@@ -69,6 +80,57 @@ fn find_races_cut() {
             thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
         };
         finder.join().unwrap();
+        cutter.join().unwrap();
+    });
+}
+
+/// The holders of the last block, probed at the run's tail marker as `Tree::probe` does.
+fn last_block_holders(shards: &RunShards, guard: &crossbeam_epoch::Guard) -> Vec<u32> {
+    let read = |shard: &Shard| shard.read().unwrap().as_ref().map(|n| n.kind());
+    let mut marker = read(&shards.tail);
+    loop {
+        let Some(Kind::Tail { head, run }) = marker else {
+            return Vec::new();
+        };
+        let shard = if head == shards.seq[0] {
+            &shards.head
+        } else {
+            &shards.at_cut
+        };
+        {
+            let node = shard.read().unwrap();
+            if let Some(n) = node.as_ref().filter(|n| n.kind() == Kind::Head(run)) {
+                return n.holders(guard).iter().map(|h| h.slot()).collect();
+            }
+        }
+        let again = read(&shards.tail);
+        if again == marker || cfg!(loom_break = "probe_gives_up_on_moved_head") {
+            return Vec::new();
+        }
+        marker = again;
+    }
+}
+
+#[test]
+fn last_block_probe_races_cut() {
+    super::model(|| {
+        let shards = Arc::new(run_shards(WORKER, EXPIRY));
+        let prober = {
+            let shards = Arc::clone(&shards);
+            thread::spawn(move || {
+                let guard = crossbeam_epoch::pin();
+                assert_eq!(
+                    last_block_holders(&shards, &guard),
+                    [WORKER],
+                    "a probe of the last block racing a cut read no holder"
+                );
+            })
+        };
+        let cutter = {
+            let shards = Arc::clone(&shards);
+            thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
+        };
+        prober.join().unwrap();
         cutter.join().unwrap();
     });
 }

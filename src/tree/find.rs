@@ -81,39 +81,42 @@ impl Tree {
     /// the node as some writer left it.
     #[inline]
     fn probe<'g>(&self, key: u64, guard: &'g Guard) -> Probed<'g> {
-        let Some(node) = self.nodes.read(key, guard) else {
+        let Some(mut node) = self.nodes.read(key, guard) else {
             return Probed::NONE;
         };
-        match node.kind() {
-            Kind::Block => Probed {
-                holders: node.holders(guard),
-                ..Probed::NONE
-            },
-            Kind::Head(run) => Probed {
-                holders: node.holders(guard),
-                // SAFETY: a head's run, read from a copy that the map checked, with
-                // `guard` pinned since before the read (a run is retired only after its
-                // head leaves the map, `map.rs`).
-                starts: Some(unsafe { RunAt::new(run, node.run_span(), guard) }),
-                ends: None,
-            },
-            Kind::Tail { head, run } => {
-                match self.nodes.read(head.0, guard) {
+        loop {
+            return match node.kind() {
+                Kind::Block => Probed {
+                    holders: node.holders(guard),
+                    ..Probed::NONE
+                },
+                Kind::Head(run) => Probed {
+                    holders: node.holders(guard),
+                    // SAFETY: a head's run, read from a copy that the map checked, with
+                    // `guard` pinned since before the read (a run is retired only after its
+                    // head leaves the map, `map.rs`).
+                    starts: Some(unsafe { RunAt::new(run, node.run_span(), guard) }),
+                    ends: None,
+                },
+                Kind::Tail { head, run } => match self.nodes.read(head.0, guard) {
                     Some(h) if h.kind() == Kind::Head(run) => Probed {
                         holders: h.holders(guard),
                         starts: None,
                         ends: Some((head.0, h.run_span())),
                     },
-                    // The run is gone, or split up since: its blocks have keys again.
+                    // The head no longer names the marker's run. A cut or a split that
+                    // ended since the marker was read changed the marker first: read it
+                    // again (the second piece's marker, or a block). A marker that still
+                    // names the run outlived it: no holder.
                     _ => match self.nodes.read(key, guard) {
-                        Some(n) if n.kind() == Kind::Block => Probed {
-                            holders: n.holders(guard),
-                            ..Probed::NONE
-                        },
+                        Some(again) if again.kind() != node.kind() => {
+                            node = again;
+                            continue;
+                        }
                         _ => Probed::NONE,
                     },
-                }
-            }
+                },
+            };
         }
     }
 

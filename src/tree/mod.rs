@@ -254,15 +254,29 @@ impl Tree {
         slot: Slot,
         guard: &Guard,
     ) -> Option<Option<Claim>> {
-        let node = self.nodes.get(&seq.0)?;
-        let holders = match node.kind() {
-            Kind::Block | Kind::Head(_) => node.holders(guard),
-            Kind::Tail { head, .. } => {
-                drop(node);
-                self.nodes.get(&head.0)?.holders(guard)
-            }
-        };
-        Some(holder::find(&holders, slot).map(Holder::claim))
+        loop {
+            let node = self.nodes.get(&seq.0)?;
+            let holders = match node.kind() {
+                Kind::Block | Kind::Head(_) => node.holders(guard),
+                Kind::Tail { head, run } => {
+                    drop(node);
+                    match self.nodes.get(&head.0) {
+                        Some(h) if h.kind() == Kind::Head(run) => h.holders(guard),
+                        // Not the marker's run: a cut or a split that ended since changed
+                        // the marker first (look again), or the run is gone and the marker
+                        // outlived it (no claim there).
+                        _ => {
+                            let marker = Kind::Tail { head, run };
+                            if self.nodes.get(&seq.0)?.kind() == marker {
+                                return None;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            return Some(holder::find(&holders, slot).map(Holder::claim));
+        }
     }
 
     /// `look(self)`, and if it finds nothing while runs exist (the block may be inside
