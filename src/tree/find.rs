@@ -81,42 +81,43 @@ impl Tree {
     /// the node as some writer left it.
     #[inline]
     fn probe<'g>(&self, key: u64, guard: &'g Guard) -> Probed<'g> {
-        let Some(mut node) = self.nodes.read(key, guard) else {
+        let Some(node) = self.nodes.read(key, guard) else {
             return Probed::NONE;
         };
-        loop {
-            return match node.kind() {
-                Kind::Block => Probed {
-                    holders: node.holders(guard),
-                    ..Probed::NONE
+        match node.kind() {
+            Kind::Block => Probed {
+                holders: node.holders(guard),
+                ..Probed::NONE
+            },
+            Kind::Head(run) => Probed {
+                holders: node.holders(guard),
+                // SAFETY: a head's run, read from a copy that the map checked, with
+                // `guard` pinned since before the read (a run is retired only after its
+                // head leaves the map, `map.rs`).
+                starts: Some(unsafe { RunAt::new(run, node.run_span(), guard) }),
+                ends: None,
+            },
+            marker @ Kind::Tail { head, run } => match self.nodes.read(head.0, guard) {
+                Some(h) if h.kind() == Kind::Head(run) => Probed {
+                    holders: h.holders(guard),
+                    starts: None,
+                    ends: Some((head.0, h.run_span())),
                 },
-                Kind::Head(run) => Probed {
-                    holders: node.holders(guard),
-                    // SAFETY: a head's run, read from a copy that the map checked, with
-                    // `guard` pinned since before the read (a run is retired only after its
-                    // head leaves the map, `map.rs`).
-                    starts: Some(unsafe { RunAt::new(run, node.run_span(), guard) }),
-                    ends: None,
-                },
-                Kind::Tail { head, run } => match self.nodes.read(head.0, guard) {
-                    Some(h) if h.kind() == Kind::Head(run) => Probed {
-                        holders: h.holders(guard),
-                        starts: None,
-                        ends: Some((head.0, h.run_span())),
-                    },
-                    // The head no longer names the marker's run. A cut or a split that
-                    // ended since the marker was read changed the marker first: read it
-                    // again (the second piece's marker, or a block). A marker that still
-                    // names the run outlived it: no holder.
-                    _ => match self.nodes.read(key, guard) {
-                        Some(again) if again.kind() != node.kind() => {
-                            node = again;
-                            continue;
-                        }
-                        _ => Probed::NONE,
-                    },
-                },
-            };
+                _ => self.probe_moved(key, marker, guard),
+            },
+        }
+    }
+
+    /// A probe of a tail marker (`marker`, keyed `key`) whose head no longer names the
+    /// marker's run. A cut or a split that ended since the marker was read changed the
+    /// marker first: probe the key again (the second piece's marker, or a block). A marker
+    /// that still names the run outlived it: no holder.
+    #[cold]
+    #[inline(never)]
+    fn probe_moved<'g>(&self, key: u64, marker: Kind, guard: &'g Guard) -> Probed<'g> {
+        match self.nodes.read(key, guard) {
+            Some(again) if again.kind() != marker => self.probe(key, guard),
+            _ => Probed::NONE,
         }
     }
 
