@@ -25,11 +25,8 @@
 //! again only for a block, as it once did) loom finds the probe that reads no holder: "a
 //! probe of the last block racing a cut read no holder".
 
-use loom::sync::Arc;
-use loom::thread;
-
 use super::node::Kind;
-use super::run_cut::{cut, run_shards, RunShards, CUT, LEN};
+use super::run_cut::{race_cut, RunShards, CUT, LEN};
 use super::Shard;
 use crate::tree::run_alloc::run_at;
 use crate::SequenceHash;
@@ -66,21 +63,10 @@ fn found(
 #[test]
 fn find_races_cut() {
     super::model(|| {
-        let shards = Arc::new(run_shards(WORKER, EXPIRY));
-        let finder = {
-            let shards = Arc::clone(&shards);
-            thread::spawn(move || {
-                let guard = crossbeam_epoch::pin();
-                let n = found(&shards.head, &shards.at_cut, &shards.seq, &guard);
-                assert_eq!(n, LEN, "a find racing a cut lost blocks");
-            })
-        };
-        let cutter = {
-            let shards = Arc::clone(&shards);
-            thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
-        };
-        finder.join().unwrap();
-        cutter.join().unwrap();
+        race_cut(WORKER, EXPIRY, |shards, guard| {
+            let n = found(&shards.head, &shards.at_cut, &shards.seq, guard);
+            assert_eq!(n, LEN, "a find racing a cut lost blocks");
+        });
     });
 }
 
@@ -114,23 +100,12 @@ fn last_block_holders(shards: &RunShards, guard: &crossbeam_epoch::Guard) -> Vec
 #[test]
 fn last_block_probe_races_cut() {
     super::model(|| {
-        let shards = Arc::new(run_shards(WORKER, EXPIRY));
-        let prober = {
-            let shards = Arc::clone(&shards);
-            thread::spawn(move || {
-                let guard = crossbeam_epoch::pin();
-                assert_eq!(
-                    last_block_holders(&shards, &guard),
-                    [WORKER],
-                    "a probe of the last block racing a cut read no holder"
-                );
-            })
-        };
-        let cutter = {
-            let shards = Arc::clone(&shards);
-            thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
-        };
-        prober.join().unwrap();
-        cutter.join().unwrap();
+        race_cut(WORKER, EXPIRY, |shards, guard| {
+            assert_eq!(
+                last_block_holders(shards, guard),
+                [WORKER],
+                "a probe of the last block racing a cut read no holder"
+            );
+        });
     });
 }

@@ -18,11 +18,8 @@
 //! finds the join that lands on the old head after the cut copied its holders and is lost
 //! with it: "a join racing a cut was lost".
 
-use loom::sync::Arc;
-use loom::thread;
-
 use super::node::Kind;
-use super::run_cut::{cut, run_shards, CUT};
+use super::run_cut::{race_cut, CUT};
 use super::{Claim, Shard};
 use crate::tree::run_alloc::run_at;
 
@@ -59,28 +56,17 @@ fn holders(shard: &Shard, guard: &crossbeam_epoch::Guard) -> Vec<u32> {
 #[test]
 fn join_races_cut() {
     super::model(|| {
-        let shards = Arc::new(run_shards(OWNER, EXPIRY));
-        let joiner = {
-            let shards = Arc::clone(&shards);
-            thread::spawn(move || {
-                let guard = crossbeam_epoch::pin();
-                let joined = loop {
-                    if let Some(len) = join(&shards.head, &guard) {
-                        break len;
-                    }
-                };
-                if joined == CUT {
-                    // The first piece: on to the second's head, in place before the first.
-                    while join(&shards.at_cut, &guard).is_none() {}
+        let shards = race_cut(OWNER, EXPIRY, |shards, guard| {
+            let joined = loop {
+                if let Some(len) = join(&shards.head, guard) {
+                    break len;
                 }
-            })
-        };
-        let cutter = {
-            let shards = Arc::clone(&shards);
-            thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
-        };
-        joiner.join().unwrap();
-        cutter.join().unwrap();
+            };
+            if joined == CUT {
+                // The first piece: on to the second's head, in place before the first.
+                while join(&shards.at_cut, guard).is_none() {}
+            }
+        });
         let guard = crossbeam_epoch::pin();
         for shard in [&shards.head, &shards.at_cut] {
             assert_eq!(

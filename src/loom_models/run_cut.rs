@@ -1,8 +1,10 @@
-//! What the models of cuts share (`find_vs_cut`, `join_vs_cut`): a worker's run of four
-//! blocks in the shards of its head, of the block where a cut after two puts the second
-//! piece's head, and of its tail marker; and the cut itself, as `Tree::cut` does it.
+//! What the models of cuts share (`find_vs_cut`, `join_vs_cut`, `walk_vs_cut`): a worker's
+//! run of four blocks in the shards of its head, of the block where a cut after two puts
+//! the second piece's head, and of its tail marker; the cut itself, as `Tree::cut` does it;
+//! and a race of the cut with what each model checks.
 
 use loom::sync::{Arc, RwLock};
+use loom::thread;
 
 use super::node::{Kind, Node};
 use super::{Claim, Shard};
@@ -98,4 +100,25 @@ pub(super) fn cut(shards: &RunShards, guard: &crossbeam_epoch::Guard) {
         // SAFETY: placed at its head above; freed only once that head goes.
         unsafe { run_at(piece, guard) }.thaw();
     }
+}
+
+/// A run of [`LEN`] blocks held by `slot` until `expiry` ([`run_shards`]), `f` on one thread
+/// and the [`cut`] on another; the shards once both are done.
+pub(super) fn race_cut(
+    slot: Slot,
+    expiry: u64,
+    f: impl FnOnce(&RunShards, &crossbeam_epoch::Guard) + Send + 'static,
+) -> Arc<RunShards> {
+    let shards = Arc::new(run_shards(slot, expiry));
+    let racer = {
+        let shards = Arc::clone(&shards);
+        thread::spawn(move || f(&shards, &crossbeam_epoch::pin()))
+    };
+    let cutter = {
+        let shards = Arc::clone(&shards);
+        thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
+    };
+    racer.join().unwrap();
+    cutter.join().unwrap();
+    shards
 }

@@ -22,11 +22,8 @@
 //! them went, held blocks below a gap (`tests/concurrency/threads.rs`,
 //! `walks_that_cut_runs_from_many_threads_leave_prefixes_within_the_capacity`).
 
-use loom::sync::Arc;
-use loom::thread;
-
 use super::node::Kind;
-use super::run_cut::{cut, run_shards, RunShards, CUT};
+use super::run_cut::{race_cut, RunShards, CUT};
 use super::Shard;
 use crate::tree::run_alloc::run_at;
 use crate::SequenceHash;
@@ -92,25 +89,12 @@ fn walk_step(shards: &RunShards, guard: &crossbeam_epoch::Guard) -> Step {
 #[test]
 fn walk_races_cut() {
     super::model(|| {
-        let shards = Arc::new(run_shards(WORKER, EXPIRY));
-        let walker = {
-            let shards = Arc::clone(&shards);
-            thread::spawn(move || {
-                let guard = crossbeam_epoch::pin();
-                loop {
-                    match walk_step(&shards, &guard) {
-                        Step::Again => continue,
-                        Step::Removed | Step::Stop => break,
-                    }
-                }
-            })
-        };
-        let cutter = {
-            let shards = Arc::clone(&shards);
-            thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
-        };
-        walker.join().unwrap();
-        cutter.join().unwrap();
+        let shards = race_cut(WORKER, EXPIRY, |shards, guard| loop {
+            match walk_step(shards, guard) {
+                Step::Again => continue,
+                Step::Removed | Step::Stop => break,
+            }
+        });
         assert!(
             shards.tail.read().unwrap().is_none(),
             "a walk racing a cut stopped short"
