@@ -109,9 +109,8 @@ impl Tree {
     }
 
     /// A probe of a tail marker (`marker`, keyed `key`) whose head no longer names the
-    /// marker's run. A cut or a split that ended since the marker was read changed the
-    /// marker first: probe the key again (the second piece's marker, or a block). A marker
-    /// that still names the run outlived it: no holder.
+    /// marker's run: probe the key again if the marker moved, else no holder (as
+    /// [`Tree::marker_moved`] tells, with this probe's lock-free reads).
     #[cold]
     #[inline(never)]
     fn probe_moved<'g>(&self, key: u64, marker: Kind, guard: &'g Guard) -> Probed<'g> {

@@ -262,16 +262,8 @@ impl Tree {
                     drop(node);
                     match self.nodes.get(&head.0) {
                         Some(h) if h.kind() == Kind::Head(run) => h.holders(guard),
-                        // Not the marker's run: a cut or a split that ended since changed
-                        // the marker first (look again), or the run is gone and the marker
-                        // outlived it (no claim there).
-                        _ => {
-                            let marker = Kind::Tail { head, run };
-                            if self.nodes.get(&seq.0)?.kind() == marker {
-                                return None;
-                            }
-                            continue;
-                        }
+                        _ if self.marker_moved(seq.0, (head, run)) => continue,
+                        _ => return None, // the run is gone: no claim there
                     }
                 }
             };

@@ -431,11 +431,10 @@ impl Tree {
             // the run means that the run is gone (removed head first).
             other => {
                 drop(other);
-                let marker = Kind::Tail { head, run };
-                return if self.nodes.get(&tail).is_some_and(|t| t.kind() == marker) {
-                    RunWalk::Stop
-                } else {
+                return if self.marker_moved(tail, (head, run)) {
                     RunWalk::Again
+                } else {
+                    RunWalk::Stop
                 };
             }
         };
@@ -545,6 +544,17 @@ impl Tree {
     ) {
         self.split(head, run, guard);
         self.remove_tail_marker(key, head, run);
+    }
+
+    /// Whether the key `tail`, read as the marker of the run (`head`, `run`) whose head no
+    /// longer names that run, names something else now. A cut or a split changes the
+    /// marker before the head, so `true` means one ended since the marker was read: read
+    /// the key again (the second piece's marker, or a block). `false`: the marker still
+    /// names the run, which is gone (its head removed first); the marker outlived it.
+    /// (A find's probe makes the same check with its lock-free reads: `find.rs`.)
+    pub(super) fn marker_moved(&self, tail: u64, (head, run): (SequenceHash, RunPtr)) -> bool {
+        let marker = Kind::Tail { head, run };
+        self.nodes.get(&tail).map(|t| t.kind()) != Some(marker)
     }
 
     /// Removes the tail marker at `tail` if it still names `run`, whose head (at `head`)
