@@ -165,13 +165,14 @@ impl Core {
     }
 
     fn removed<W: WorkerKey>(&self, worker: W, data: &KvCacheRemoveData) {
+        // Pinned before the lookup, as `stored` is: the slot stays this worker's.
+        let guard = self.tree.writing();
         let Some(slot) = self.workers.lookup(worker) else {
             return; // unknown worker: it holds nothing
         };
         // Held to the last change, as by `stored`: a `Stored` of the slot racing this event
         // then checks the parent it stores below before this removes it, or after.
         let mut exact_chains = self.exact_chains(slot);
-        let guard = self.tree.writing();
         let blocks: Vec<SequenceHash> = data
             .block_hashes
             .iter()

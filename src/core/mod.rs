@@ -356,6 +356,7 @@ impl Core {
     /// Sets `key`'s capacity in blocks (registering it), and evicts its oldest decisions
     /// at once while it holds more (see `ApproxKvIndexer::set_worker_capacity`).
     pub(crate) fn set_capacity(&self, key: impl WorkerKey, capacity: Option<usize>) {
+        let _pinned = epoch::pin(); // from the lookup on (see `begin_request`)
         let Some(slot) = self.workers.resolve(key) else {
             return; // 2^32 live registrations: nothing sensible to bound
         };
@@ -444,6 +445,7 @@ impl Core {
 
     /// `key`'s capacity in blocks, if one was set (and the key is registered).
     pub(crate) fn capacity_of(&self, key: impl WorkerKey) -> Option<usize> {
+        let _pinned = epoch::pin(); // from the lookup on (see `begin_request`)
         self.workers.capacity(self.workers.lookup(key)?)
     }
 

@@ -98,6 +98,10 @@ impl Core {
         worker: W,
         (local, seq): (&[LocalBlockHash], &[SequenceHash]),
     ) -> Option<Begun> {
+        // Pinned from the lookup to the last use of the slot: a removal's recycling of it waits
+        // for this pin, so the slot stays this worker's registration (`docs/design.md`, "Epoch
+        // protocol").
+        let _pinned = epoch::pin();
         let slot = self.workers.resolve(worker)?;
         let predicted = self.depth_in(slot, HashedQuery::Seq(seq));
         let prior = self.claim_before(slot, &seq[..predicted]);
@@ -116,6 +120,7 @@ impl Core {
 
     /// How many leading blocks of `query` `worker` holds now (0 if it is not registered).
     pub(crate) fn depth_of<W: WorkerKey>(&self, worker: W, query: HashedQuery<'_>) -> usize {
+        let _pinned = epoch::pin(); // from the lookup on (see `begin_request`)
         self.workers
             .lookup(worker)
             .map_or(0, |slot| self.depth_in(slot, query))

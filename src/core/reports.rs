@@ -94,6 +94,7 @@ impl Core {
     /// Another replica's loss (`Action::DropOlder`): `key`'s claims of decisions taken
     /// `used_before` nanoseconds ago or earlier go.
     pub(crate) fn drop_older(&self, key: impl WorkerKey, used_before: u64) {
+        let _pinned = crossbeam_epoch::pin(); // from the lookup on (see `Core::begin_request`)
         let Some(slot) = self.workers.lookup(key) else {
             return;
         };

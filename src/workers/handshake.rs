@@ -138,6 +138,12 @@ impl Workers {
 mod tests {
     use super::*;
 
+    /// Registers `worker` (pinned for the lookup only: these tests race nothing).
+    fn registered(w: &Workers, worker: u64) -> Slot {
+        let _pinned = crossbeam_epoch::pin();
+        w.resolve(worker).unwrap()
+    }
+
     /// A removal that lands while a pinned write is in flight, before the write has
     /// counted its entries, still queues the purge: pinned entries have no timer, so
     /// nothing else would ever free them.
@@ -145,7 +151,7 @@ mod tests {
     fn a_removal_racing_a_pinned_write_queues_a_purge() {
         for kind in [WriteKind::Pinned, WriteKind::Exact] {
             let w = Workers::new(Default::default());
-            let slot = w.resolve(1u64).unwrap();
+            let slot = registered(&w, 1);
             assert!(w.begin_write(slot, kind));
             assert!(w.remove(1));
             assert!(w.writes_in_flight(slot), "the purge waits for the writer");
@@ -154,7 +160,7 @@ mod tests {
             assert!(!w.begin_write(slot, kind), "a dead slot takes no write");
         }
         let w = Workers::new(Default::default());
-        let slot = w.resolve(1u64).unwrap();
+        let slot = registered(&w, 1);
         assert!(w.begin_write(slot, WriteKind::Approx));
         assert!(w.remove(1));
         assert!(w.take_purges().is_empty(), "approximate writes have timers");

@@ -24,6 +24,7 @@ mod table;
 
 use std::sync::Arc;
 
+use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
 
 use crate::capacity::DecisionLog;
@@ -100,7 +101,13 @@ impl Workers {
 
     /// The slot of `worker`, registering it if needed. `None` only if all 2^32 slots are
     /// in use at once.
+    ///
+    /// The caller must be pinned, and use the slot only under that pin: a removal recycles
+    /// a slot only once every thread pinned when it died has unpinned, so the slot stays
+    /// `worker`'s registration (or reads as dead) until then (`docs/design.md`, "Epoch
+    /// protocol").
     pub(crate) fn resolve(&self, worker: impl WorkerKey) -> Option<Slot> {
+        assert_pinned();
         let (id, rank) = (worker.worker_id(), worker.dp_rank());
         if let Some(slot) = self.ids.get(&id).and_then(|r| slot_of_rank(&r, rank)) {
             return Some(slot);
@@ -119,9 +126,11 @@ impl Workers {
         Some(slot)
     }
 
-    /// The slot of `worker` if it is registered (never registers).
+    /// The slot of `worker` if it is registered (never registers). Pinned, as for
+    /// [`resolve`](Self::resolve).
     #[inline]
     pub(crate) fn lookup(&self, worker: impl WorkerKey) -> Option<Slot> {
+        assert_pinned();
         let ranks = self.ids.get(&worker.worker_id())?;
         slot_of_rank(&ranks, worker.dp_rank())
     }
@@ -273,4 +282,15 @@ impl SlotOwners for Workers {
             f(slot, worker, count);
         }
     }
+}
+/// Debug builds check the rule of [`Workers::resolve`] and [`Workers::lookup`]: the caller
+/// is pinned. (Loom models pin where the orderings they check need it, and register
+/// workers unpinned before their threads race.)
+#[inline]
+fn assert_pinned() {
+    #[cfg(not(loom))]
+    debug_assert!(
+        epoch::is_pinned(),
+        "a worker's slot is looked up under a pin"
+    );
 }

@@ -80,14 +80,21 @@ impl Workers {
 mod tests {
     use super::*;
 
+    /// Registers `worker`, pinned for the lookup only (a pin held on would keep the
+    /// epoch, and so the recycling this test waits for, back).
+    fn registered(w: &Workers, worker: u64) -> Slot {
+        let _pinned = epoch::pin();
+        w.resolve(worker).unwrap()
+    }
+
     #[test]
     fn removed_slot_is_recycled_only_after_its_entries_are_gone() {
         let w = Workers::new(Default::default());
-        let a = w.resolve(10u64).unwrap();
+        let a = registered(&w, 10);
         w.adjust_entries(a, 2);
         assert!(w.remove(10));
         assert_eq!(w.alive::<u64>(a), None);
-        let b = w.resolve(11u64).unwrap();
+        let b = registered(&w, 11);
         assert_ne!(a, b, "a slot with entries must not be reused");
         w.adjust_entries(a, -2);
         // A slot removed with entries is queued for the sweeper's purge, and is recycled
@@ -104,7 +111,7 @@ mod tests {
             epoch::pin().flush();
             std::thread::yield_now();
         }
-        let c = w.resolve(12u64).unwrap();
+        let c = registered(&w, 12);
         assert_eq!(c, a, "the emptied dead slot is recycled");
         assert_eq!(w.alive::<u64>(c), Some(12));
     }
