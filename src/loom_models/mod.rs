@@ -20,6 +20,7 @@ mod find_vs_recycle;
 mod find_vs_refresh;
 mod find_vs_unlink;
 mod handover;
+mod insert_run_vs_purge;
 mod join_vs_cut;
 mod outbox_bound;
 mod raise_vs_set;

@@ -142,6 +142,11 @@ impl Tree {
         if clash || !self.makes_runs.load(SeqCst) {
             self.split(head, run, guard);
         }
+        // The purge of a removed worker (a record does not wait for one) may have taken the
+        // run out between its head and its marker going in, and found no marker to take:
+        // ours goes then (a no-op while the head names the run, or once the split above
+        // put the last block over it). Loom model `insert_run_vs_purge`.
+        self.remove_tail_marker(tail.0, head, run);
         true
     }
 
@@ -359,15 +364,19 @@ impl Tree {
     }
 
     /// Adds the entries that nested splits left for blocks of this run, once those blocks
-    /// are in place; one that the block already had is uncounted.
-    fn place_waiting_entries(&self, waiting: Vec<(u64, Slot, Claim)>, guard: &Guard) {
+    /// are in place. One that is not added is uncounted: the block already had it, or the
+    /// block is no longer there as a block (its holders' walks took it out meanwhile: the
+    /// entry goes too, as if walked).
+    pub(super) fn place_waiting_entries(&self, waiting: Vec<(u64, Slot, Claim)>, guard: &Guard) {
         for (key, slot, claim) in waiting {
-            if let Entry::Occupied(mut o) = self.nodes.entry(key) {
-                if o.get().kind() == Kind::Block
-                    && !self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard))
-                {
-                    self.uncounted.push((slot, 1));
+            let added = match self.nodes.entry(key) {
+                Entry::Occupied(mut o) if o.get().kind() == Kind::Block => {
+                    self.reshape(o.get_mut(), guard, |n| n.upsert(slot, claim, guard))
                 }
+                _ => false,
+            };
+            if !added {
+                self.uncounted.push((slot, 1));
             }
         }
     }

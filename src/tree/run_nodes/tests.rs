@@ -267,3 +267,29 @@ fn a_split_merges_a_run_left_behind_inside_it() {
     assert_eq!(tally.iter().map(|&(_, n)| n).sum::<usize>(), 3);
     assert_eq!(tree.array_bytes.sum(), 0);
 }
+
+/// Entries a nested split left for a block of the outer run are each added or uncounted:
+/// one the block already has, and one whose block its holders' walks took out before the
+/// entries were placed, are uncounted (the second once was neither, and its slot's count
+/// stayed one too high for good).
+#[test]
+fn entries_left_for_a_block_that_is_gone_are_uncounted() {
+    let (tree, tally) = tallied();
+    let guard = tree.writing();
+    let (local, seq) = chain(1); // one block: a node of its own
+    assert_eq!(tree.record(1, (&local, &seq), 100, true, &guard), 1);
+    let waiting = vec![
+        (seq[0].0, 2, Claim::approx(90)),              // added
+        (seq[0].0, 1, Claim::approx(90)),              // already held: uncounted
+        (SequenceHash(12345).0, 3, Claim::approx(90)), // no such block: uncounted
+    ];
+    tree.place_waiting_entries(waiting, &guard);
+    assert_eq!(
+        holders_at(&tree, seq[0], &guard),
+        [(1, Claim::approx(100)), (2, Claim::approx(90))]
+    );
+    guard.uncount_dropped();
+    let mut tally = tally.0.lock().unwrap().clone();
+    tally.sort_unstable();
+    assert_eq!(tally, [(1, 1), (3, 1)]);
+}
