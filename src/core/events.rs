@@ -133,7 +133,7 @@ impl Core {
             self.schedule_walk(slot, block.seq, block.claim.expiry, Span::Block, &guard);
         }
         self.enforce_caps(slot, added, None, &guard);
-        self.workers.end_write(slot, write);
+        self.workers.end_write(slot);
     }
 
     /// `slot`'s exact chains, locked, emptied if finds no longer gallop (nothing reads them

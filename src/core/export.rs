@@ -167,7 +167,7 @@ impl Core {
             if expiry != 0 && held.map_or(true, |h| h < expiry) {
                 self.schedule_walk(slot, e.block, expiry, Span::Block, &guard);
             }
-            self.workers.end_write(slot, write);
+            self.workers.end_write(slot);
             let at = *position.entry(slot).or_insert_with(|| {
                 added_per_slot.push((slot, 0));
                 added_per_slot.len() - 1

@@ -235,7 +235,7 @@ impl Core {
             self.expiry_for(slot, now, ttl)
         };
         let added = self.store_decision(slot, (local, seq), (expiry, dated), 0, &guard);
-        self.workers.end_write(slot, WriteKind::Approx);
+        self.workers.end_write(slot);
         self.help_sweep(now, added);
         true
     }

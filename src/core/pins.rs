@@ -171,7 +171,7 @@ impl Core {
             return false; // removed: its handles change nothing
         }
         if self.workers.generation(slot) != generation {
-            self.workers.end_write(slot, WriteKind::Pinned);
+            self.workers.end_write(slot);
             return false; // removed, and the slot serves another registration now
         }
         if pins.generation != generation {
@@ -190,7 +190,7 @@ impl Core {
             // Pinned entries count toward the caps; the evictions make room around them.
             self.enforce_caps(slot, added, None, &guard);
         }
-        self.workers.end_write(slot, WriteKind::Pinned);
+        self.workers.end_write(slot);
         true
     }
 
@@ -229,7 +229,7 @@ impl Core {
             // now, as for entries just added.
             self.store_decision(slot, (local, seq), (expiry, false), released, &guard);
         }
-        self.workers.end_write(slot, WriteKind::Pinned);
+        self.workers.end_write(slot);
     }
 
     /// Takes `slot`'s pins off the deepest `released` blocks of the path `seq`, lowering
