@@ -101,6 +101,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::workers::WriteKind;
     use crate::{Builder, LocalBlockHash, ManualClock, SequenceHash};
 
     /// Each sweeper tick purges `PURGE_SHARDS_PER_TICK` shards: a removed worker's
@@ -146,5 +147,48 @@ mod tests {
             "sweep_expired: the whole purge at once"
         );
         assert_eq!(engine.stats().entries, 200);
+    }
+
+    /// A record still storing when its worker is removed, found no entry counted: its
+    /// entries go by the purge all the same. Before approximate records took part in the
+    /// writer handshake, no purge was queued, and they were left to the record's timer's
+    /// walk: another worker's insert that copied a shared block's holders left the dead
+    /// worker's holder out there (as it may), the walk stopped at that block, and the dead
+    /// worker's entry on the block above stayed for good (the stress test's failure: a
+    /// system prompt's first block, held by a removed worker).
+    #[test]
+    fn a_record_in_flight_across_its_workers_removal_is_purged_whole() {
+        let clock = Arc::new(ManualClock::new());
+        let b = Builder::default()
+            .block_size(1)
+            .ttl(Duration::from_secs(10))
+            .clock(clock.clone())
+            .background_sweeper(false);
+        let engine = Core::new(&b);
+        let local: Vec<LocalBlockHash> = [1, 2, 3].map(LocalBlockHash).to_vec();
+        let seq: Vec<SequenceHash> = crate::compute_seq_hashes(&local);
+        // Worker 1 (slot 0) holds a, b, c, each block a node of its own (one new block a
+        // record: no run); worker 3 (slot 1) holds a.
+        for n in 1..=3 {
+            engine.record(1u64, &local[..n], &seq[..n]);
+        }
+        engine.record(3u64, &local[..1], &seq[..1]);
+        // Worker 9's record (slot 2): its write begun, then the removal, then its stores.
+        {
+            let guard = engine.tree.writing();
+            let slot = engine.workers.resolve(9u64).unwrap();
+            assert!(engine.workers.begin_write(slot, WriteKind::Approx));
+            assert!(engine.workers.remove(9u64));
+            let expiry = engine.expiry_for(slot, engine.now(), engine.ttl_nanos);
+            engine.store_decision(slot, (&local, &seq), (expiry, false), 0, &guard);
+            engine.workers.end_write(slot);
+        }
+        // Worker 3 joins b: slot 1 goes below slot 2 in b's holders, a new array, which
+        // leaves the dead slot out.
+        engine.record(3u64, &local[..2], &seq[..2]);
+        clock.advance(Duration::from_secs(11));
+        engine.sweep();
+        let stats = engine.stats();
+        assert_eq!((stats.entries, stats.nodes), (0, 0), "{stats:?}");
     }
 }

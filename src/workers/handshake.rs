@@ -31,14 +31,18 @@ impl Workers {
         let generation = key.state.load(Ordering::Relaxed) >> STATE_BITS;
         key.state.store(pack(generation, DEAD), Ordering::SeqCst);
         self.dead.fetch_add(1, Ordering::Relaxed);
-        // Every dead slot that holds entries is purged (one pass over the map for all
-        // the slots queued together, `core/purge.rs`): a removed worker's entries then
-        // go within a few ticks instead of a TTL, so dead holders never pile up on shared
-        // blocks under churn. Exact entries (no timer) and capacity-only mode (no timers at all) need
-        // the purge even for entries stored after this look: the writer handshake.
+        // Every dead slot that holds entries, or may get some from a writer in flight, is
+        // purged (one pass over the map for all the slots queued together,
+        // `core/purge.rs`): a removed worker's entries then go within a few ticks instead
+        // of a TTL, so dead holders never pile up on shared blocks under churn. Exact
+        // entries (no timer) and capacity-only mode (no timers at all) need the purge even
+        // for entries stored after this look: the writer handshake. The writers are read
+        // before the count: a writer that saw the slot alive is either still registered,
+        // or done, its entries counted before it left.
         if self.purge_all_dead
             || info.had_exact.load(Ordering::SeqCst)
             || info.had_pins.load(Ordering::SeqCst)
+            || info.writers.load(Ordering::SeqCst) > 0
             || info.entries.load(Ordering::SeqCst) > 0
         {
             self.queue_purge(slot, info);
@@ -82,16 +86,15 @@ impl Workers {
     /// Why no entry can escape the purge (all SeqCst): the writer sets `had_exact` (exact
     /// writes) or `had_pins` (pinned writes), registers as a writer, then reads the state;
     /// `kill` writes DEAD, then reads those flags and the slot's count (or purges anyway).
-    /// Either the writer reads DEAD and stores nothing, or the writer is registered before
-    /// the slot died: a purge queued then waits for it, and if none is queued (no entries
-    /// counted, no exact or pinned ones), what it stores has timers whose walks free it,
-    /// with no purge taking blocks out from under them.
+    /// Either the writer reads DEAD and stores nothing, or it registered before the slot
+    /// died, and `kill`, which reads the writers before the count, sees it registered or
+    /// sees what it counted: either way a purge is queued, and waits for it. So every entry
+    /// stored for a removed worker is purged, and none is stored once a purge has started.
     ///
-    /// Approximate writes take part too: a purge that ran while one was storing could take
-    /// the deeper blocks it had just stored and miss the ones it stored after the purge
-    /// passed their shards, and its timer's walk, which stops at the first missing block,
-    /// never reached those (a dead slot's first block left for good, about one stress run
-    /// in a thousand at 16 threads).
+    /// Approximate writes take part too: their timers' walks cannot be left to free a
+    /// dead slot's entries, since another worker's insert that copies a block's holder
+    /// array leaves a dead holder out, and a walk stops at the first block its worker no
+    /// longer holds (`a_record_in_flight_across_its_workers_removal_is_purged_whole`).
     pub(crate) fn begin_write(&self, slot: Slot, write: WriteKind) -> bool {
         let (Some(info), Some(key)) = (self.slots.get(slot), self.slots.key(slot)) else {
             return false;
@@ -144,11 +147,12 @@ mod tests {
         w.resolve(worker).unwrap()
     }
 
-    /// A removal that lands while a pinned write is in flight, before the write has
-    /// counted its entries, still queues the purge: pinned entries have no timer, so
-    /// nothing else would ever free them.
+    /// A removal that lands while a write is in flight, before the write has counted its
+    /// entries, still queues the purge: pinned and exact entries have no timer, and
+    /// approximate ones stored around a removal were not all reached by their timers'
+    /// walks.
     #[test]
-    fn a_removal_racing_a_pinned_write_queues_a_purge() {
+    fn a_removal_racing_a_write_queues_a_purge() {
         for kind in [WriteKind::Pinned, WriteKind::Exact] {
             let w = Workers::new(Default::default());
             let slot = registered(&w, 1);
@@ -159,16 +163,20 @@ mod tests {
             assert_eq!(w.take_purges(), vec![slot], "{kind:?}");
             assert!(!w.begin_write(slot, kind), "a dead slot takes no write");
         }
-        // An approximate write with nothing counted yet: no purge (its timers' walks free
-        // what it stores), but it is a writer all the same, and a dead slot takes no more.
+        // An approximate write with nothing counted yet queues a purge too, which waits
+        // for it; a dead slot takes no more writes. With no writer and nothing counted,
+        // there is nothing to purge.
         let w = Workers::new(Default::default());
         let slot = registered(&w, 1);
         assert!(w.begin_write(slot, WriteKind::Approx));
         assert!(w.remove(1));
         assert!(w.writes_in_flight(slot));
         w.end_write(slot);
-        assert!(w.take_purges().is_empty(), "approximate writes have timers");
+        assert_eq!(w.take_purges(), vec![slot], "a writer was in flight");
         assert!(!w.begin_write(slot, WriteKind::Approx));
+        let idle = registered(&w, 2);
+        assert!(w.remove(2));
+        assert!(w.take_purges().is_empty(), "{idle}: nothing to purge");
     }
 
     /// A removal of a worker with entries while an approximate write of it is in flight:
