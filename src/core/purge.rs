@@ -104,6 +104,16 @@ mod tests {
     use crate::workers::WriteKind;
     use crate::{Builder, LocalBlockHash, ManualClock, SequenceHash};
 
+    /// An engine of blocks of one token with `ttl`, on `clock`, with no sweeper thread.
+    fn engine(clock: &Arc<ManualClock>, ttl: Duration) -> Core {
+        let b = Builder::default()
+            .block_size(1)
+            .ttl(ttl)
+            .clock(clock.clone())
+            .background_sweeper(false);
+        Core::new(&b)
+    }
+
     /// Each sweeper tick purges `PURGE_SHARDS_PER_TICK` shards: a removed worker's
     /// entries, spread over the map, are not all gone after one tick, and all are after
     /// the two rounds over every shard that a purge takes (the second finds nothing), with
@@ -111,12 +121,7 @@ mod tests {
     #[test]
     fn the_sweeper_purges_a_few_shards_a_tick_and_finishes_within_two_rounds() {
         let clock = Arc::new(ManualClock::new());
-        let b = Builder::default()
-            .block_size(1)
-            .ttl(Duration::from_secs(3600))
-            .clock(clock.clone())
-            .background_sweeper(false);
-        let engine = Core::new(&b);
+        let engine = engine(&clock, Duration::from_secs(3600));
         // 200 one-block prompts for workers 1, 2 and 3: 200 nodes, spread over the shards.
         for p in 0..200u64 {
             let local = [LocalBlockHash(10_000 + p)];
@@ -159,12 +164,7 @@ mod tests {
     #[test]
     fn a_record_in_flight_across_its_workers_removal_is_purged_whole() {
         let clock = Arc::new(ManualClock::new());
-        let b = Builder::default()
-            .block_size(1)
-            .ttl(Duration::from_secs(10))
-            .clock(clock.clone())
-            .background_sweeper(false);
-        let engine = Core::new(&b);
+        let engine = engine(&clock, Duration::from_secs(10));
         let local: Vec<LocalBlockHash> = [1, 2, 3].map(LocalBlockHash).to_vec();
         let seq: Vec<SequenceHash> = crate::compute_seq_hashes(&local);
         // Worker 1 (slot 0) holds a, b, c, each block a node of its own (one new block a
