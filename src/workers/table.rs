@@ -66,8 +66,8 @@ pub(super) struct SlotInfo {
     /// Queued for a purge: the slot must not be recycled until the purge has run, or the
     /// purge would delete the entries of the slot's next owner.
     pub(super) purge_pending: AtomicBool,
-    /// Writers that a purge must wait for, storing entries for this slot right now: exact
-    /// KV events always, decisions too when no timer will ever walk them (see
+    /// Writers that a purge must wait for, storing entries for this slot right now: every
+    /// record, KV event, request pin and restored entry (see
     /// [`Workers::begin_write`](super::Workers::begin_write)).
     pub(super) writers: AtomicU32,
     /// Recorded decisions, oldest first, kept only under a per-worker cap or once a
