@@ -34,10 +34,9 @@ impl Workers {
         // Every dead slot that holds entries, or may get some from a writer in flight, is
         // purged (one pass over the map for all the slots queued together,
         // `core/purge.rs`): a removed worker's entries then go within a few ticks instead
-        // of a TTL, so dead holders never pile up on shared blocks under churn. Exact
-        // entries (no timer) and capacity-only mode (no timers at all) need the purge even
-        // for entries stored after this look: the writer handshake. The writers are read
-        // before the count: a writer that saw the slot alive is either still registered,
+        // of a TTL, so dead holders never pile up on shared blocks under churn. Entries
+        // stored after this look are covered by the writer handshake: the writers are read
+        // before the count, so a writer that saw the slot alive is either still registered,
         // or done, its entries counted before it left.
         if self.purge_all_dead
             || info.had_exact.load(Ordering::SeqCst)
