@@ -99,7 +99,6 @@ impl Core {
         };
         let workers = Workers::new(Keeping {
             total: caps.total.is_some(),
-            purge_all_dead: never,
             slot_logs: caps.per_worker.is_some(),
         });
         Self {

@@ -167,7 +167,7 @@ impl Core {
         }
         let mut pins = self.pins.slots.entry(slot).or_default();
         let guard = self.tree.writing();
-        if !self.workers.begin_write(slot, WriteKind::Pinned) {
+        if !self.workers.begin_write(slot, WriteKind::Approx) {
             return false; // removed: its handles change nothing
         }
         if self.workers.generation(slot) != generation {
@@ -218,7 +218,7 @@ impl Core {
             return;
         }
         let guard = self.tree.writing();
-        if !self.workers.begin_write(slot, WriteKind::Pinned) {
+        if !self.workers.begin_write(slot, WriteKind::Approx) {
             return;
         }
         if self.workers.generation(slot) == generation {

@@ -13,12 +13,11 @@ use crate::sync::Ordering;
 /// What a writer is about to store (see [`Workers::begin_write`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteKind {
-    /// Entries with an exact claim (no timer leads a walk to them).
+    /// Entries with an exact claim (never evicted by a cap: see
+    /// [`Workers::had_exact`]).
     Exact,
-    /// Approximate claims only.
+    /// Approximate claims, pinned by a running request or not.
     Approx,
-    /// A running request's pinned claims (no timer leads a walk to them either).
-    Pinned,
 }
 
 impl Workers {
@@ -38,12 +37,7 @@ impl Workers {
         // stored after this look are covered by the writer handshake: the writers are read
         // before the count, so a writer that saw the slot alive is either still registered,
         // or done, its entries counted before it left.
-        if self.purge_all_dead
-            || info.had_exact.load(Ordering::SeqCst)
-            || info.had_pins.load(Ordering::SeqCst)
-            || info.writers.load(Ordering::SeqCst) > 0
-            || info.entries.load(Ordering::SeqCst) > 0
-        {
+        if info.writers.load(Ordering::SeqCst) > 0 || info.entries.load(Ordering::SeqCst) > 0 {
             self.queue_purge(slot, info);
         }
         if info.entries.load(Ordering::SeqCst) <= 0 {
@@ -82,26 +76,23 @@ impl Workers {
     /// purge of the slot waits for that, so that no entry is stored once a purge has
     /// started.
     ///
-    /// Why no entry can escape the purge (all SeqCst): the writer sets `had_exact` (exact
-    /// writes) or `had_pins` (pinned writes), registers as a writer, then reads the state;
-    /// `kill` writes DEAD, then reads those flags and the slot's count (or purges anyway).
-    /// Either the writer reads DEAD and stores nothing, or it registered before the slot
+    /// Why no entry can escape the purge (all SeqCst): the writer registers as a writer,
+    /// then reads the state; `kill` writes DEAD, then reads the slot's writers, then its
+    /// count. Either the writer reads DEAD and stores nothing, or it registered before the slot
     /// died, and `kill`, which reads the writers before the count, sees it registered or
     /// sees what it counted: either way a purge is queued, and waits for it. So every entry
     /// stored for a removed worker is purged, and none is stored once a purge has started.
     ///
-    /// Approximate writes take part too: their timers' walks cannot be left to free a
-    /// dead slot's entries, since another worker's insert that copies a block's holder
+    /// Every kind of write takes part, approximate ones too: their timers' walks cannot be
+    /// left to free a dead slot's entries, since another worker's insert that copies a block's holder
     /// array leaves a dead holder out, and a walk stops at the first block its worker no
     /// longer holds (`a_record_in_flight_across_its_workers_removal_is_purged_whole`).
     pub(crate) fn begin_write(&self, slot: Slot, write: WriteKind) -> bool {
         let (Some(info), Some(key)) = (self.slots.get(slot), self.slots.key(slot)) else {
             return false;
         };
-        match write {
-            WriteKind::Exact => info.had_exact.store(true, Ordering::SeqCst),
-            WriteKind::Pinned => info.had_pins.store(true, Ordering::SeqCst),
-            WriteKind::Approx => {}
+        if write == WriteKind::Exact {
+            info.had_exact.store(true, Ordering::Relaxed);
         }
         info.writers.fetch_add(1, Ordering::SeqCst);
         if key.state.load(Ordering::SeqCst) & STATE_MASK != ALIVE {
@@ -147,35 +138,26 @@ mod tests {
     }
 
     /// A removal that lands while a write is in flight, before the write has counted its
-    /// entries, still queues the purge: pinned and exact entries have no timer, and
-    /// approximate ones stored around a removal were not all reached by their timers'
-    /// walks.
+    /// entries, still queues the purge, which waits for the writer: pinned and exact
+    /// entries have no timer, and approximate ones stored around a removal were not all
+    /// reached by their timers' walks. A dead slot takes no more writes. With no writer and
+    /// nothing counted, there is nothing to purge.
     #[test]
     fn a_removal_racing_a_write_queues_a_purge() {
-        for kind in [WriteKind::Pinned, WriteKind::Exact] {
+        for kind in [WriteKind::Approx, WriteKind::Exact] {
             let w = Workers::new(Default::default());
             let slot = registered(&w, 1);
             assert!(w.begin_write(slot, kind));
+            assert_eq!(w.had_exact(slot), kind == WriteKind::Exact);
             assert!(w.remove(1));
             assert!(w.writes_in_flight(slot), "the purge waits for the writer");
             w.end_write(slot);
             assert_eq!(w.take_purges(), vec![slot], "{kind:?}");
             assert!(!w.begin_write(slot, kind), "a dead slot takes no write");
+            let idle = registered(&w, 2);
+            assert!(w.remove(2));
+            assert!(w.take_purges().is_empty(), "{idle}: nothing to purge");
         }
-        // An approximate write with nothing counted yet queues a purge too, which waits
-        // for it; a dead slot takes no more writes. With no writer and nothing counted,
-        // there is nothing to purge.
-        let w = Workers::new(Default::default());
-        let slot = registered(&w, 1);
-        assert!(w.begin_write(slot, WriteKind::Approx));
-        assert!(w.remove(1));
-        assert!(w.writes_in_flight(slot));
-        w.end_write(slot);
-        assert_eq!(w.take_purges(), vec![slot], "a writer was in flight");
-        assert!(!w.begin_write(slot, WriteKind::Approx));
-        let idle = registered(&w, 2);
-        assert!(w.remove(2));
-        assert!(w.take_purges().is_empty(), "{idle}: nothing to purge");
     }
 
     /// A removal of a worker with entries while an approximate write of it is in flight:

@@ -60,8 +60,6 @@ pub(crate) struct Workers {
     dead: CachePadded<AtomicUsize>,
     /// Entries over all slots, maintained only when a global cap needs it.
     total: Option<CachePadded<AtomicI64>>,
-    /// Purge every dead slot (when no timer will ever walk its entries).
-    purge_all_dead: bool,
     /// Keep per-slot decision logs: a per-worker cap, or (turned on for good) once a
     /// worker's capacity was set.
     slot_logs: AtomicBool,
@@ -72,9 +70,6 @@ pub(crate) struct Workers {
 pub(crate) struct Keeping {
     /// A running total of entries (for a global cap).
     pub(crate) total: bool,
-    /// Every removed worker queued for a purge, even with no entries counted (when no
-    /// timer will ever walk its entries: capacity-only mode).
-    pub(crate) purge_all_dead: bool,
     /// A decision log per slot (for a per-worker cap).
     pub(crate) slot_logs: bool,
 }
@@ -84,7 +79,6 @@ impl Workers {
     pub(crate) fn new(keeping: Keeping) -> Arc<Self> {
         let Keeping {
             total: track_total,
-            purge_all_dead,
             slot_logs,
         } = keeping;
         Arc::new(Self {
@@ -94,7 +88,6 @@ impl Workers {
             to_purge: Mutex::new(Vec::new()),
             dead: CachePadded::new(AtomicUsize::new(0)),
             total: track_total.then(Default::default),
-            purge_all_dead,
             slot_logs: AtomicBool::new(slot_logs),
         })
     }

@@ -64,7 +64,6 @@ impl Workers {
             self.dead.fetch_sub(1, Ordering::Relaxed);
             info.entries.store(0, Ordering::Relaxed);
             info.had_exact.store(false, Ordering::Relaxed);
-            info.had_pins.store(false, Ordering::Relaxed);
             info.log.clear();
             info.engine_hashes.lock().clear();
             info.exact_chains.lock().clear();

@@ -57,12 +57,9 @@ pub(super) struct SlotInfo {
     /// Entries in the tree carrying this slot (may dip below zero for a moment, because a
     /// recorder adds its count after inserting while the sweeper may already subtract).
     pub(super) entries: AtomicI64,
-    /// Whether an exact KV event ever stored an entry for this registration: such entries
-    /// have no timer, so a dead slot with them needs a purge.
+    /// Whether an exact KV event (or a restore) ever stored an entry for this
+    /// registration: a per-worker cap then gives its freshest decision no protection.
     pub(super) had_exact: AtomicBool,
-    /// Whether a running request pinned entries in this registration (no timer leads a
-    /// walk to pinned entries: a removal must purge them).
-    pub(super) had_pins: AtomicBool,
     /// Queued for a purge: the slot must not be recycled until the purge has run, or the
     /// purge would delete the entries of the slot's next owner.
     pub(super) purge_pending: AtomicBool,
