@@ -4,8 +4,16 @@
 //! - **A loss well inside a known capacity lowers it.** A worker that lost a block while
 //!   the index believed it held fewer blocks than seven eighths of its capacity holds
 //!   less than the capacity says: the capacity drops by an eighth (at least one block),
-//!   not below what the worker holds once the loss rule has dropped its older claims. A
-//!   loss near the capacity is what an LRU cache does, and changes nothing.
+//!   not below what the worker holds once the loss rule has dropped its older claims.
+//! - **A loss that leaves most claims bounds it.** An engine that evicts least recently
+//!   used blocks first evicted the lost block while holding at most the blocks used since,
+//!   which are the claims the loss rule kept: when those are at least five eighths of
+//!   what the worker held (a restart takes recent blocks too, and leaves fewer), a
+//!   capacity above them moves halfway down to them, if that is lower than the step
+//!   above. Halfway, not all the way: the index does not see every block the engine
+//!   holds (output it was not told of, other routers' requests), so the claims kept
+//!   undercount what the engine used since. A loss near a capacity that the kept claims
+//!   reach changes nothing: that is what an LRU cache does.
 //! - **A loss with no capacity set gives it a first value**: the claims the worker held
 //!   when the loss showed (before the loss rule dropped any; at least one block). It
 //!   errs high: the claims a TTL kept are an engine's retention at most, and the loss
@@ -142,16 +150,33 @@ impl GhostTable {
     }
 }
 
+/// The capacity a loss teaches (see the module), for a worker whose capacity is `cap`
+/// that held `held` entries when the loss showed and `kept` (at least 1) once the loss
+/// rule had dropped its older claims. `None`: nothing learned.
+fn capacity_after_loss(cap: Option<usize>, held: usize, kept: usize) -> Option<usize> {
+    let Some(cap) = cap else {
+        return Some(held.max(1));
+    };
+    let step = if held < cap - cap / 8 {
+        (cap - (cap / 8).max(1)).max(kept)
+    } else {
+        cap
+    };
+    let bound = if kept < cap && kept.saturating_mul(8) >= held.saturating_mul(5) {
+        kept + (cap - kept) / 2
+    } else {
+        cap
+    };
+    let learned = step.min(bound);
+    (learned < cap).then_some(learned)
+}
+
 impl Core {
     /// After a loss: `held` entries before the loss rule dropped any. Returns the
     /// capacity learned, if any.
     pub(super) fn learn_from_loss(&self, slot: Slot, held: usize) -> Option<usize> {
         let kept = self.workers.entries(slot).max(1);
-        let learned = match self.workers.capacity(slot) {
-            None => held.max(1),
-            Some(cap) if held < cap - cap / 8 => (cap - (cap / 8).max(1)).max(kept),
-            Some(_) => return None,
-        };
+        let learned = capacity_after_loss(self.workers.capacity(slot), held, kept)?;
         self.teach_capacity(slot, learned);
         Some(learned)
     }
@@ -210,6 +235,32 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loss_lowers_a_capacity_by_a_step_or_halfway_to_the_claims_kept() {
+        // No capacity: the claims held when the loss showed (at least one).
+        assert_eq!(capacity_after_loss(None, 500, 300), Some(500));
+        assert_eq!(capacity_after_loss(None, 0, 1), Some(1));
+        // Held well inside the capacity, most claims kept: halfway down to them, below
+        // the eighth's step.
+        assert_eq!(capacity_after_loss(Some(1000), 400, 300), Some(650));
+        // Held well inside, few kept (a restart): the eighth's step, not below them.
+        assert_eq!(capacity_after_loss(Some(1000), 800, 100), Some(875));
+        assert_eq!(capacity_after_loss(Some(8), 2, 1), Some(7));
+        // Held near the capacity: halfway down to the claims kept, if they are most of
+        // it; nothing learned if they are few, or reach the capacity.
+        assert_eq!(capacity_after_loss(Some(1000), 950, 600), Some(800));
+        assert_eq!(capacity_after_loss(Some(1000), 950, 593), None, "under 5/8");
+        assert_eq!(capacity_after_loss(Some(1000), 1000, 1000), None);
+        assert_eq!(capacity_after_loss(Some(1000), 1100, 1050), None);
+        // Kept one below the capacity: halfway rounds down, to the claims kept.
+        assert_eq!(capacity_after_loss(Some(1000), 1000, 999), Some(999));
+        assert_eq!(capacity_after_loss(Some(1), 1, 1), None);
+        assert_eq!(
+            capacity_after_loss(Some(usize::MAX), usize::MAX, usize::MAX - 2),
+            Some(usize::MAX - 1)
+        );
+    }
 
     #[test]
     fn ghosts_are_bounded_by_four_times_the_cap_and_counted_in_bytes() {

@@ -75,8 +75,11 @@ fn a_ghost_hit_raises_every_worker_on_the_same_untaught_capacity() {
         index.set_worker_capacity(worker, Some(4));
     }
     index.set_worker_capacity(4, Some(5));
-    // Worker 5's capacity of 4 is taught: a loss well inside 5 lowered it.
+    // Worker 5's capacity of 4 is taught: a loss well inside 5, which dropped most of
+    // its claims, lowered it by an eighth.
     index.set_worker_capacity(5, Some(5));
+    index.record(5, Query::tokens(&tokens(700, 2))).unwrap();
+    clock.advance(Duration::from_micros(1));
     index.record(5, Query::tokens(&tokens(500, 1))).unwrap();
     let lost = index.begin_request(5, &tokens(500, 1));
     assert!(index.observe_cached(&lost, 0));

@@ -147,11 +147,19 @@ fn a_loss_with_no_capacity_gives_it_a_first_value() {
 
 #[test]
 fn a_loss_well_inside_a_capacity_lowers_it_by_an_eighth() {
-    let (index, _clock) = index_with(TTL, None, None);
+    let (index, clock) = index_with(TTL, None, None);
     index.set_worker_capacity(1, Some(80));
+    for start in [100, 200, 300] {
+        index.record(1, Query::tokens(&tokens(start, 4))).unwrap();
+        clock.advance(Duration::from_micros(1));
+    }
     index.record(1, Query::tokens(&tokens(0, 8))).unwrap();
-    let request = index.begin_request(1, &tokens(0, 8)); // 8 held of 80: well inside
+    // 20 held of 80: well inside. The loss drops the 12 used before the lost block and
+    // keeps the request's own 8, fewer than five eighths of those held (a restart looks
+    // so): the capacity drops by an eighth.
+    let request = index.begin_request(1, &tokens(0, 8));
     assert!(index.observe_cached(&request, 2));
+    assert_eq!(index.worker_entries(1), 8);
     assert_eq!(index.worker_capacity(1), Some(70));
     let again = index.begin_request(1, &tokens(0, 8));
     assert!(
@@ -159,6 +167,39 @@ fn a_loss_well_inside_a_capacity_lowers_it_by_an_eighth() {
         "delivered as predicted: no change"
     );
     assert_eq!(index.worker_capacity(1), Some(70));
+}
+
+#[test]
+fn a_loss_that_keeps_most_claims_lowers_the_capacity_halfway_to_them() {
+    let (index, clock) = index_with(TTL, None, None);
+    index.set_worker_capacity(1, Some(80));
+    index.record(1, Query::tokens(&tokens(100, 2))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(0, 8))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(200, 6))).unwrap();
+    // 16 held of 80. The loss drops the 2 used before the lost block and keeps 14, at
+    // least five eighths of those held: an LRU engine that evicted the lost block held at
+    // most those, so the capacity goes halfway down to them (14 + 66 / 2), below the
+    // eighth's 70.
+    let request = index.begin_request(1, &tokens(0, 8));
+    assert!(index.observe_cached(&request, 3));
+    assert_eq!(index.worker_entries(1), 14);
+    assert_eq!(index.worker_capacity(1), Some(47));
+    assert_eq!(index.stats().capacities_learned, 1);
+    // Near the capacity now: another such loss still halves the distance to the claims
+    // kept.
+    index.finish_request(request);
+    clock.advance(Duration::from_micros(1));
+    for start in [300, 400, 500] {
+        index.record(1, Query::tokens(&tokens(start, 10))).unwrap();
+        clock.advance(Duration::from_micros(1));
+    }
+    assert_eq!(index.worker_entries(1), 44); // 14 + 30 held of 47: near it
+    let request = index.begin_request(1, &tokens(300, 10));
+    assert!(index.observe_cached(&request, 4)); // drops the 14 used before
+    assert_eq!(index.worker_entries(1), 30);
+    assert_eq!(index.worker_capacity(1), Some(38), "30 + 17 / 2");
 }
 
 #[test]

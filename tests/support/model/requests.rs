@@ -166,8 +166,18 @@ impl Model {
         let kept = self.count(reg).max(1);
         let learned = match self.capacities.get(&reg).copied() {
             None => Some(held.max(1)),
-            Some(cap) if held < cap - cap / 8 => Some((cap - (cap / 8).max(1)).max(kept)),
-            Some(_) => None,
+            Some(cap) => {
+                // An eighth lower if held well inside it; halfway down to the claims
+                // kept if they are under it and at least five eighths of those held.
+                let mut learned = cap;
+                if held < cap - cap / 8 {
+                    learned = (cap - (cap / 8).max(1)).max(kept);
+                }
+                if kept < cap && kept as u128 * 8 >= held as u128 * 5 {
+                    learned = learned.min(kept + (cap - kept) / 2);
+                }
+                (learned < cap).then_some(learned)
+            }
         };
         if let Some(cap) = learned {
             self.set_reg_capacity(now, reg, Some(cap));
