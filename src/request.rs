@@ -201,7 +201,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// deepest predicted block (before this request) is dropped. The request's own blocks
     /// are pinned and never dropped. `docs/design.md` ("What engines report") states the
     /// rule. A loss also teaches the worker's capacity (a first value: what it held when
-    /// the loss showed; an eighth lower after a loss well inside it), and blocks its
+    /// the loss showed; an eighth lower after a loss well inside it; halfway down to the
+    /// claims the loss rule kept, when those are most of what it held), and blocks its
     /// capacity evicted that the engine still delivers raise it, at least doubling it,
     /// together with every other worker's on the same capacity that no report taught
     /// (`docs/design.md`, "What reports teach of capacities").
