@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use approx_kv_index::*;
 
-use crate::support::index::{index_with, manual_index, score_or_zero, tokens};
+use crate::support::index::{index_with, manual_index, record_in_turn, score_or_zero, tokens};
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -127,13 +127,12 @@ fn bad_reports_are_refused_without_change() {
 #[test]
 fn a_loss_with_no_capacity_gives_it_a_first_value() {
     let (index, clock) = index_with(TTL, None, None);
-    for start in [100, 200, 300] {
-        index.record(1, Query::tokens(&tokens(start, 4))).unwrap();
-        clock.advance(Duration::from_micros(1));
-    }
-    index.record(1, Query::tokens(&tokens(0, 4))).unwrap();
-    clock.advance(Duration::from_micros(1));
-    index.record(1, Query::tokens(&tokens(400, 2))).unwrap();
+    record_in_turn(
+        &index,
+        &clock,
+        1,
+        &[(100, 4), (200, 4), (300, 4), (0, 4), (400, 2)],
+    );
     assert_eq!(index.worker_capacity(1), None);
     let request = index.begin_request(1, &tokens(0, 4));
     // Block 1 of 4 lost. Dropped: the three decisions used before it; kept: its own 4
@@ -149,11 +148,7 @@ fn a_loss_with_no_capacity_gives_it_a_first_value() {
 fn a_loss_well_inside_a_capacity_lowers_it_by_an_eighth() {
     let (index, clock) = index_with(TTL, None, None);
     index.set_worker_capacity(1, Some(80));
-    for start in [100, 200, 300] {
-        index.record(1, Query::tokens(&tokens(start, 4))).unwrap();
-        clock.advance(Duration::from_micros(1));
-    }
-    index.record(1, Query::tokens(&tokens(0, 8))).unwrap();
+    record_in_turn(&index, &clock, 1, &[(100, 4), (200, 4), (300, 4), (0, 8)]);
     // 20 held of 80: well inside. The loss drops the 12 used before the lost block and
     // keeps the request's own 8, fewer than five eighths of those held (a restart looks
     // so): the capacity drops by an eighth.
@@ -173,11 +168,7 @@ fn a_loss_well_inside_a_capacity_lowers_it_by_an_eighth() {
 fn a_loss_that_keeps_most_claims_lowers_the_capacity_halfway_to_them() {
     let (index, clock) = index_with(TTL, None, None);
     index.set_worker_capacity(1, Some(80));
-    index.record(1, Query::tokens(&tokens(100, 2))).unwrap();
-    clock.advance(Duration::from_micros(1));
-    index.record(1, Query::tokens(&tokens(0, 8))).unwrap();
-    clock.advance(Duration::from_micros(1));
-    index.record(1, Query::tokens(&tokens(200, 6))).unwrap();
+    record_in_turn(&index, &clock, 1, &[(100, 2), (0, 8), (200, 6)]);
     // 16 held of 80. The loss drops the 2 used before the lost block and keeps 14, at
     // least five eighths of those held: an LRU engine that evicted the lost block held at
     // most those, so the capacity goes halfway down to them (14 + 66 / 2), below the
@@ -191,10 +182,7 @@ fn a_loss_that_keeps_most_claims_lowers_the_capacity_halfway_to_them() {
     // kept.
     index.finish_request(request);
     clock.advance(Duration::from_micros(1));
-    for start in [300, 400, 500] {
-        index.record(1, Query::tokens(&tokens(start, 10))).unwrap();
-        clock.advance(Duration::from_micros(1));
-    }
+    record_in_turn(&index, &clock, 1, &[(300, 10), (400, 10), (500, 10)]);
     assert_eq!(index.worker_entries(1), 44); // 14 + 30 held of 47: near it
     let request = index.begin_request(1, &tokens(300, 10));
     assert!(index.observe_cached(&request, 4)); // drops the 14 used before

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use approx_kv_index::{
     compute_block_hash_for_seq, compute_seq_hashes, ApproxKvIndexer, Builder, LocalBlockHash,
-    ManualClock, SequenceHash, WorkerId, WorkerKey, WorkerWithDpRank,
+    ManualClock, Query, SequenceHash, WorkerId, WorkerKey, WorkerWithDpRank,
 };
 
 /// An index on a manual clock with no background sweeper: fully deterministic.
@@ -53,6 +53,22 @@ pub fn thread_count() -> usize {
 /// `n` tokens starting at `start`.
 pub fn tokens(start: u32, n: u32) -> Vec<u32> {
     (start..start + n).collect()
+}
+
+/// Records `worker`'s prompts of `tokens(start, n)` for each `(start, n)`, in turn, the
+/// clock a microsecond later after each: each decision is used after the one before.
+pub fn record_in_turn(
+    index: &ApproxKvIndexer,
+    clock: &ManualClock,
+    worker: WorkerId,
+    prompts: &[(u32, u32)],
+) {
+    for &(start, n) in prompts {
+        index
+            .record(worker, Query::tokens(&tokens(start, n)))
+            .unwrap();
+        clock.advance(Duration::from_micros(1));
+    }
 }
 
 /// A replica sharing its decisions (an outbox of 1,024): block size 1, `ttl`, `clock` as
