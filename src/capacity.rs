@@ -37,9 +37,11 @@ pub(crate) struct DecisionLog {
 }
 
 impl DecisionLog {
-    /// Adds a decision just recorded: after every decision with an earlier or equal
-    /// expiry (usually at the end; concurrent recorders and other workers' same-instant
-    /// decisions can put it a few places before). Returns the log's length afterwards.
+    /// Adds a decision: after every decision with an earlier or equal expiry (a decision
+    /// just recorded usually goes at the end; concurrent recorders and other workers'
+    /// same-instant decisions can put it a few places before, and another replica's,
+    /// taken in the past, goes where its expiry falls, after the decisions of equal
+    /// expiry, applied before it). Returns the log's length afterwards.
     pub(crate) fn push(&self, decision: LoggedDecision) -> usize {
         let mut d = self.decisions.lock();
         let at = d.partition_point(|x| x.expiry <= decision.expiry);

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 /// any thread.
 ///
 /// **Range.** The index counts time in nanoseconds in a `u64`: every reading from zero to
-/// 2^64 - 1 ns (about 584 years) is exact, and a later reading is taken as 2^64 - 1 ns,
-/// where time stops (as [`ManualClock`] saturates there too). An expiry that would fall
-/// past the end of the range falls at its end. Under caps, decisions are ordered by
+/// 2^64 - 2 ns (about 584 years) is exact, and a later reading (such as [`ManualClock`]'s
+/// last, 2^64 - 1 ns) is taken as 2^64 - 2 ns, the index's last instant, where its time
+/// stops. An expiry that would fall past the last instant falls at it; a running request's
+/// pinned blocks outlive it. Under caps, decisions are ordered by
 /// expiry, so decisions recorded within a TTL of the end (in capacity-only mode, within
 /// 2^62 ns) are no longer told apart by age.
 pub trait Clock: Send + Sync + 'static {
@@ -93,8 +94,8 @@ impl ManualClock {
         Self::default()
     }
 
-    /// Moves the clock forward by `by` (saturating at 2^64 - 1 ns, about 584 years: the
-    /// end of the index's time range, see [`Clock`]).
+    /// Moves the clock forward by `by` (saturating at 2^64 - 1 ns, about 584 years; the
+    /// index's time stops one nanosecond earlier, see [`Clock`]).
     pub fn advance(&self, by: Duration) {
         let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
         let _ = self

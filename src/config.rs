@@ -99,8 +99,8 @@ impl Builder {
     /// **never**: approximate entries never expire (whatever the clock reads), no timers
     /// are kept, and only caps, `Removed` events and `remove_worker` take entries away
     /// (capacity-only mode, with [`max_blocks_per_worker`](Self::max_blocks_per_worker)).
-    /// Shorter TTLs are real TTLs; an expiry past the end of the clock's range (2^64 - 1
-    /// ns, see [`Clock`]) is the end of the range.
+    /// Shorter TTLs are real TTLs; an expiry past the end of the clock's range is its last
+    /// instant (2^64 - 2 ns, see [`Clock`]).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self

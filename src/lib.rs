@@ -50,7 +50,8 @@
 //!   the worker, until a later record registers it again.
 //! - **Caps** hold exactly for one writer at a time; with concurrent writers entries may
 //!   exceed a cap by the blocks of the writes in flight, and never stay above it (except
-//!   by exact entries, which are never evicted).
+//!   by exact entries and running requests' pinned blocks, which are never evicted: a
+//!   worker's latest decision or release keeps up to a cap of blocks beside them).
 //! - [`stats`](ApproxKvIndexer::stats) and [`dump_events`](ApproxKvIndexer::dump_events)
 //!   are not snapshots: they read shard after shard while callers run.
 //!

@@ -99,7 +99,7 @@ impl Core {
                     Some(left) if left.is_zero() => return None,
                     Some(left) => {
                         let left = crate::clock::nanos(left).min(self.ttl_nanos);
-                        Claim::approx(now.saturating_add(left))
+                        Claim::approx(crate::tree::claim::expiry_after(now, left))
                     }
                 };
                 let seq = chain.next(b.tokens_hash);

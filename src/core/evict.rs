@@ -44,7 +44,8 @@ pub(crate) struct Evictor<'a> {
 
 impl Evictor<'_> {
     /// Logs `decision` in its slot's log (under a per-worker cap) and the index-wide log
-    /// (under a global cap): appended if just recorded, else (`sorted`) in expiry order.
+    /// (under a global cap), in expiry order: after those of equal expiry, or (`sorted`)
+    /// before them.
     /// Compacts a log that grew long.
     pub(crate) fn log(&self, decision: LoggedDecision, sorted: bool) {
         let put = |log: &DecisionLog| {

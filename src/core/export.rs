@@ -127,7 +127,7 @@ impl Core {
             let expiry = if ttl_left == 0 {
                 0
             } else {
-                now.saturating_add(ttl_left)
+                crate::tree::claim::expiry_after(now, ttl_left)
             };
             let claim = Claim {
                 exact: e.exact,

@@ -35,7 +35,7 @@ use crate::scores::ScoreSink;
 use crate::slot::Slot;
 use crate::stats::{IndexStats, StripedCounter};
 use crate::timers::{Timer, Timers};
-use crate::tree::claim::Claim;
+use crate::tree::claim::{expiry_after, Claim, LAST_INSTANT};
 use crate::tree::{Block, HashedQuery, LiveEntry, ReadAt, Span, Tree, Writing};
 use crate::workers::{Book, Keeping, Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
@@ -132,10 +132,11 @@ impl Core {
         }
     }
 
-    /// The clock, in the index's nanoseconds (readings past `u64::MAX` ns stop there).
+    /// The clock, in the index's nanoseconds: readings past [`LAST_INSTANT`] (2^64 - 2 ns)
+    /// stop there, so that a pin ([`PIN`], one later) is live at every reading.
     #[inline]
     fn now(&self) -> u64 {
-        nanos(self.clock.now())
+        nanos(self.clock.now()).min(LAST_INSTANT)
     }
 
     /// The time claims are read at: `now`, or 0 when the TTL means never (every
@@ -178,7 +179,7 @@ impl Core {
     /// An approximate claim of `ttl` nanoseconds from `now` for `slot`: with caps, made
     /// later than any the slot was given before, so eviction tells decisions apart by age.
     fn expiry_for(&self, slot: Slot, now: u64, ttl: u64) -> u64 {
-        let expiry = now.saturating_add(ttl);
+        let expiry = expiry_after(now, ttl);
         if self.capped() {
             self.workers.unique_expiry(slot, expiry)
         } else {
@@ -226,12 +227,16 @@ impl Core {
         }
         let now = self.now();
         // A decision taken now is made later than the worker's previous ones (with caps);
-        // one taken in the past keeps its age and is logged in expiry order among them.
+        // one taken in the past keeps its age (with caps, after the one before it if that
+        // asked for as much: `Workers::dated_expiry`) and is logged in expiry order among
+        // them, after those of equal expiry (the order they were taken in).
         let dated = age > 0;
-        let expiry = if dated {
-            now.saturating_add(ttl)
-        } else {
+        let expiry = if !dated {
             self.expiry_for(slot, now, ttl)
+        } else if self.capped() {
+            self.workers.dated_expiry(slot, expiry_after(now, ttl))
+        } else {
+            expiry_after(now, ttl)
         };
         let added = self.store_decision(slot, (local, seq), (expiry, dated), 0, &guard);
         self.workers.end_write(slot);
@@ -240,9 +245,9 @@ impl Core {
     }
 
     /// Stores a decision of `slot` (its write begun) expiring at `expiry`: its entries,
-    /// its timer, and with caps its log entry and the evictions it calls for (`dated`: it
-    /// comes from the past, so it is logged in expiry order and gets no protection as the
-    /// fresh decision). `unpinned`: entries a release just made evictable again, which the
+    /// its timer, and with caps its log entry (after every decision of an earlier or equal
+    /// expiry) and the evictions it calls for (`dated`: it comes from the past, and gets no
+    /// protection as the fresh decision). `unpinned`: entries a release just made evictable again, which the
     /// evictions may make room for as for added ones. Returns the entries added.
     fn store_decision(
         &self,
@@ -268,11 +273,11 @@ impl Core {
         }
         self.schedule_timer(slot, leaf, expiry);
         if capped {
-            self.log(slot, (leaf, expiry, Span::Path), dated, guard);
+            self.log(slot, (leaf, expiry, Span::Path), false, guard);
             // A decision from the past is evicted in its turn like any older one. Expiries
             // name a worker's decisions (unique per slot) except once saturated at the
-            // end of time, where they stop telling the fresh one apart.
-            let fresh = (!dated && expiry != u64::MAX).then_some(Fresh {
+            // last instant, where they stop telling the fresh one apart.
+            let fresh = (!dated && expiry != LAST_INSTANT).then_some(Fresh {
                 expiry,
                 blocks: seq.len(),
             });
@@ -294,8 +299,9 @@ impl Core {
         }
     }
 
-    /// Logs a walk of `slot` for eviction: appended if just recorded, inserted in expiry
-    /// order if it comes from the past (`sorted`: restores, replays, re-anchors).
+    /// Logs a walk of `slot` for eviction, in expiry order: after those of equal expiry (a
+    /// decision, ours or another replica's), or (`sorted`: restores, replays, re-anchors,
+    /// which come parents first) before them.
     fn log(&self, slot: Slot, walk: (SequenceHash, u64, Span), sorted: bool, guard: &Writing<'_>) {
         let (leaf, expiry, span) = walk;
         let decision = LoggedDecision {

@@ -33,9 +33,7 @@ use crate::tree::{HashedQuery, Span, Walk, Writing};
 use crate::workers::{Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
-/// The approximate claim of a pinned block: later than every decision's expiry (except,
-/// within one TTL of the clock's end, decisions saturated there, which it equals).
-pub(crate) const PIN: u64 = u64::MAX;
+pub(crate) use crate::tree::claim::PIN;
 
 /// Blocks a release's walk lowers at a time in a tree without runs (see `Core::unpin`).
 const UNPIN_CHUNK: usize = 16;

@@ -99,7 +99,10 @@ impl Core {
             return;
         };
         let used_at = self.now().saturating_sub(used_before);
-        self.drop_claims_until(slot, used_at.saturating_add(self.ttl_nanos));
+        self.drop_claims_until(
+            slot,
+            crate::tree::claim::expiry_after(used_at, self.ttl_nanos),
+        );
     }
 
     /// Drops `slot`'s approximate claims made by decisions expiring at or before `bound`

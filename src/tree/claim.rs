@@ -11,6 +11,23 @@
 //! live or leaves it live, so a reader that sees one part old and the other new still gets
 //! the liveness of a state the entry was in.
 
+/// The index's last instant: its clock stops here (a reading past it is taken as it), and
+/// every approximate expiry a decision gets is at most this ([`expiry_after`]). Claims
+/// saturated here read as expired once the clock reaches it.
+pub(crate) const LAST_INSTANT: u64 = u64::MAX - 1;
+
+/// The approximate claim of a running request's pinned block (`core/pins.rs`): after every
+/// instant, so live at every reading, and later than every decision's expiry, which is at
+/// most [`LAST_INSTANT`].
+pub(crate) const PIN: u64 = u64::MAX;
+
+/// The expiry of a claim made at `now` for `ttl` nanoseconds: `now + ttl`, or
+/// [`LAST_INSTANT`] if that is later (never [`PIN`]).
+#[inline]
+pub(crate) fn expiry_after(now: u64, ttl: u64) -> u64 {
+    now.saturating_add(ttl).min(LAST_INSTANT)
+}
+
 /// One entry's claim, as a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Claim {
@@ -70,6 +87,12 @@ mod tests {
         assert!(Claim::approx(10).live(9) && !Claim::approx(10).live(10));
         assert!(Claim::approx(u64::MAX).live(u64::MAX - 1));
         assert!(!Claim::approx(u64::MAX).live(u64::MAX));
+        // Decisions saturate one before the pins, which outlive the clock's last instant.
+        assert_eq!(expiry_after(LAST_INSTANT - 5, 3), LAST_INSTANT - 2);
+        assert_eq!(expiry_after(LAST_INSTANT - 5, u64::MAX), LAST_INSTANT);
+        assert_eq!(expiry_after(LAST_INSTANT, 1), LAST_INSTANT);
+        assert!(!Claim::approx(expiry_after(LAST_INSTANT, 9)).live(LAST_INSTANT));
+        assert!(Claim::approx(PIN).live(LAST_INSTANT));
         let both = Claim::EXACT.merged(Claim::approx(9));
         assert_eq!(
             both,

@@ -8,6 +8,7 @@ use super::table::{DEAD, STATE_BITS, STATE_MASK};
 use super::Workers;
 use crate::slot::Slot;
 use crate::sync::Ordering;
+use crate::tree::claim::LAST_INSTANT;
 
 impl Workers {
     /// Entries over all slots, if tracked.
@@ -66,6 +67,29 @@ impl Workers {
         }
     }
 
+    /// The expiry for a decision from the past (another replica's) of `slot` that asks for
+    /// `wanted`: `wanted`, unless it is no earlier than the last such decision's (decisions
+    /// arrive in their origin's order, and one origin's decisions taken at one instant all
+    /// ask for the same expiry), which it then follows by a nanosecond at least, as
+    /// [`unique_expiry`](Self::unique_expiry) orders a burst of local decisions. Eviction
+    /// then takes such decisions in the order they were taken, and a later one's claims on
+    /// the blocks it shares with an earlier one outlast the earlier one's walk (equal
+    /// claims would go with the earlier one's eviction and leave the later one's deeper
+    /// blocks above a gap). An older decision than the last (another origin's, late) keeps
+    /// its expiry.
+    pub(crate) fn dated_expiry(&self, slot: Slot, wanted: u64) -> u64 {
+        let Some(info) = self.slots.get(slot) else {
+            return wanted;
+        };
+        let mut last = info.last_dated.lock();
+        if wanted < last.0 {
+            return wanted;
+        }
+        let given = wanted.max(last.1.saturating_add(1)).min(LAST_INSTANT);
+        *last = (wanted, given);
+        given
+    }
+
     /// An expiry of at least `wanted` and later than any handed out before for `slot`, so
     /// that eviction tells any two decisions of a worker apart by age even when the clock
     /// did not move between them (a manual clock, or a burst within a nanosecond). Each
@@ -79,7 +103,7 @@ impl Workers {
         let _ = info
             .last_expiry
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
-                chosen = wanted.max(last.saturating_add(1));
+                chosen = wanted.max(last.saturating_add(1)).min(LAST_INSTANT);
                 Some(chosen)
             });
         chosen

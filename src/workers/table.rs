@@ -78,6 +78,10 @@ pub(super) struct SlotInfo {
     /// The latest expiry handed out by
     /// [`Workers::unique_expiry`](super::Workers::unique_expiry).
     pub(super) last_expiry: AtomicU64,
+    /// The latest decision from the past (another replica's) that
+    /// [`Workers::dated_expiry`](super::Workers::dated_expiry) saw: the expiry it asked
+    /// for and the one it got.
+    pub(super) last_dated: Mutex<(u64, u64)>,
     /// The engine's own block hashes of the blocks it stored through KV events, where they
     /// differ from this index's sequence hashes: engine hash -> sequence hash. Only used
     /// to resolve this worker's `Stored` parents and `Removed` blocks.

@@ -2,7 +2,8 @@
 //! echo); an applied decision expires a TTL after it was taken (aged by the wall clock,
 //! expiring on the index clock), never shortens a later local one, is skipped a TTL old and
 //! counted as now from the future; own decisions and gaps; age kept and caps held under
-//! caps; never-TTLs; removals per worker and per rank; a restarted replica's old decisions;
+//! caps, same-instant decisions evicted in the order they were taken; never-TTLs;
+//! removals per worker and per rank; a restarted replica's old decisions;
 //! gaps of nearly 2^64; a batch applies as its decisions one by one.
 
 use std::sync::Arc;
@@ -216,6 +217,62 @@ fn caps_hold_for_applied_decisions() {
     assert_eq!(b.stats().entries, 3);
     assert_eq!(score(&b, &[3, 4], 0), Some(2)); // the newer decision whole
     assert_eq!(score(&b, &[1, 2], 0), Some(1)); // the older lost its deepest block
+}
+
+/// Found by an audit: decisions one origin took at one wall-clock reading all asked the
+/// receiver for the same expiry, and were logged each before the others, so the receiver
+/// evicted them newest first; and the later of two nested ones lost the prefix it shares
+/// with the earlier one to that one's walk (equal claims), leaving its deeper blocks above
+/// a gap. The receiver now evicts as the origin does.
+#[test]
+fn same_instant_decisions_are_evicted_in_the_order_they_were_taken() {
+    let prompts: [&[u32]; 3] = [&[1, 3], &[1, 3, 2, 3], &[1, 3, 1, 1]];
+    // Under a per-worker cap, one worker: a prefix, then a prompt that continues it.
+    let c = clock();
+    let capped = |id| {
+        replica_builder(id, &c)
+            .max_blocks_per_worker(3)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (capped(1), capped(2));
+    a.process_routing_decision_for_request(prompts[0], 0);
+    a.process_routing_decision_for_request(prompts[1], 0);
+    c.advance(Duration::from_secs(2));
+    for d in drain(&a) {
+        assert_eq!(b.apply_decision(&d), Applied::Applied);
+    }
+    assert_eq!(
+        score(&a, prompts[1], 0),
+        Some(3),
+        "the origin keeps a cap of it"
+    );
+    for prompt in prompts {
+        assert_eq!(score(&b, prompt, 0), score(&a, prompt, 0), "{prompt:?}");
+    }
+    assert_eq!(b.stats().entries, 3);
+    // Under a global cap, three workers: the oldest decision loses its deepest block.
+    let (a, b) = (
+        replica_builder(1, &c).max_entries(5).build().unwrap(),
+        replica_builder(2, &c).max_entries(5).build().unwrap(),
+    );
+    for (worker, prompt) in [(0, [1, 2]), (1, [3, 4]), (2, [5, 6])] {
+        a.process_routing_decision_for_request(&prompt, worker);
+    }
+    c.advance(Duration::from_secs(2));
+    let decisions = drain(&a);
+    b.apply_decisions(&decisions[..1]);
+    for d in &decisions[1..] {
+        b.apply_decision(d);
+    }
+    for (worker, prompt) in [(0, [1, 2]), (1, [3, 4]), (2, [5, 6])] {
+        assert_eq!(
+            score(&b, &prompt, worker),
+            score(&a, &prompt, worker),
+            "{worker}"
+        );
+    }
+    assert_eq!(score(&b, &[1, 2], 0), Some(1));
 }
 
 #[test]

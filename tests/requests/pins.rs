@@ -447,6 +447,45 @@ fn a_release_makes_room_for_its_blocks_under_a_cap() {
     );
 }
 
+/// The documented exception to exact caps (design.md, Bounded memory): another request's
+/// pins stay, and beside them a release keeps up to a cap of its blocks, the fresh
+/// decision, until the worker's next decision or release. (Reported by an audit that read
+/// "caps hold exactly for one writer" without the pins.)
+#[test]
+fn a_release_beside_other_pins_keeps_a_cap_of_its_blocks() {
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(&clock, TTL, Some(3), None);
+    let first = index.begin_request(1, &tokens(0, 4));
+    clock.advance(Duration::from_micros(1));
+    let second = index.begin_request(1, &tokens(10, 4));
+    assert_eq!(index.worker_entries(1), 8, "pins are never evicted");
+    clock.advance(Duration::from_micros(1));
+    index.finish_request(first);
+    assert_eq!(
+        index.worker_entries(1),
+        4 + 3,
+        "the pins, and a cap of the release's"
+    );
+    assert_eq!(
+        score(&index, &tokens(0, 4), 1),
+        3,
+        "its deepest block went first"
+    );
+    clock.advance(Duration::from_micros(1));
+    index.finish_request(second);
+    assert_eq!(
+        index.worker_entries(1),
+        3,
+        "within the cap at the last release"
+    );
+    assert_eq!(
+        score(&index, &tokens(0, 4), 1),
+        0,
+        "the older release went first"
+    );
+    assert_eq!(score(&index, &tokens(10, 4), 1), 3);
+}
+
 /// Found by the model: a `Removed` event on a pinned block scheduled a walk at the pin
 /// level, and the release's walk stopped at the gap, leaving the blocks above it pinned
 /// for ever.

@@ -15,7 +15,7 @@ use approx_kv_index::{
     SequenceHash, Snapshot, WorkerId,
 };
 
-use super::model::{chain_next, nanos, Model, ModelRequest, SnapshotRows, NEVER};
+use super::model::{chain_next, clock_time, nanos, Model, ModelRequest, SnapshotRows, NEVER};
 
 /// The clock stops here: past 2^63 ns (a range once found broken), short of the end of
 /// time by more than the offset by which capacity-only indexes order decisions (2^62 ns):
@@ -200,7 +200,7 @@ impl Harness {
     }
 
     fn now(&self) -> u64 {
-        nanos(self.clock.now())
+        clock_time(self.clock.now())
     }
 
     fn event(&mut self, worker: WorkerId, data: KvCacheEventData) {

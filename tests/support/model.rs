@@ -7,8 +7,10 @@
 //! - State: for each (worker registration, sequence hash) an *entry*: an *exact* flag and
 //!   an *approximate* expiry (0: none). A TTL of [`NEVER`] or more means never: approximate
 //!   claims are then always live.
+//! - Time stops at [`LAST_INSTANT`] (2^64 - 2 ns): callers pass clock readings at most
+//!   that ([`clock_time`]).
 //! - `record(now, w, seq)`: each block's expiry becomes `max(old, e)` with `e = now + ttl`
-//!   (saturating at `u64::MAX`); with a cap, `e` is also made later than any expiry the
+//!   (saturating at [`LAST_INSTANT`]); with a cap, `e` is also made later than any expiry the
 //!   registration got before (decisions are ordered by age even on a still clock). An
 //!   empty prompt records nothing and does not register the worker.
 //! - `stored(w, parent, blocks)` (a KV `Stored` event): the parent, if any, is resolved for
@@ -70,8 +72,21 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 /// TTLs from here on (about 146 years) mean "never".
 pub const NEVER: u64 = 1 << 62;
 
-/// A running request's claim: the last expiry there is.
+/// A running request's claim: after every instant.
 pub const PIN: u64 = u64::MAX;
+
+/// The last instant: the clock stops here, and decisions' expiries saturate here.
+pub const LAST_INSTANT: u64 = u64::MAX - 1;
+
+/// The index's time at a clock reading: the reading, stopped at [`LAST_INSTANT`].
+pub fn clock_time(d: Duration) -> u64 {
+    nanos(d).min(LAST_INSTANT)
+}
+
+/// An expiry `ttl` after `now`, saturating at [`LAST_INSTANT`].
+fn expiry_after(now: u64, ttl: u64) -> u64 {
+    now.saturating_add(ttl).min(LAST_INSTANT)
+}
 
 /// Requests (`model/requests.rs`, included: the fuzz target loads this file by path,
 /// where a `mod` declaration would look for it elsewhere).
@@ -257,10 +272,10 @@ impl Model {
     }
 
     fn expiry_for(&mut self, reg: Reg, now: u64, ttl: u64) -> u64 {
-        let mut expiry = now.saturating_add(ttl);
+        let mut expiry = expiry_after(now, ttl);
         if self.caps() {
             let last = self.last_expiry.entry(reg).or_default();
-            expiry = expiry.max(last.saturating_add(1));
+            expiry = expiry.max(last.saturating_add(1)).min(LAST_INSTANT);
             *last = expiry;
         }
         expiry
@@ -530,7 +545,7 @@ impl Model {
             };
             self.log(decision, false);
             // Expiries name a worker's decisions, except once saturated at the end of time.
-            let fresh = (expiry != u64::MAX).then_some((expiry, seq.len()));
+            let fresh = (expiry != LAST_INSTANT).then_some((expiry, seq.len()));
             self.enforce(reg, added + unpinned, fresh);
         }
     }
@@ -590,7 +605,7 @@ impl Model {
                 Some(0) => break,
                 Some(left) => Claim {
                     exact: false,
-                    expiry: now.saturating_add(left.min(self.ttl)),
+                    expiry: expiry_after(now, left.min(self.ttl)),
                 },
             };
             let seq = chain_next(prev, local);
@@ -712,7 +727,7 @@ impl Model {
         leaves.sort_unstable();
         for (expiry, leaf, _, reg) in leaves {
             let last = self.last_expiry.entry(reg).or_default();
-            let expiry = expiry.max(last.saturating_add(1));
+            let expiry = expiry.max(last.saturating_add(1)).min(LAST_INSTANT);
             *last = expiry;
             let mut key = leaf;
             loop {
@@ -819,7 +834,7 @@ impl Model {
             let expiry = if left == 0 {
                 0
             } else {
-                now.saturating_add(left)
+                expiry_after(now, left)
             };
             if !exact && expiry == 0 {
                 continue;

@@ -45,15 +45,51 @@ fn clocks_past_two_to_the_63_keep_time() {
         assert_eq!(index.sweep_expired(), 2);
         assert_eq!(index.stats().entries, 0);
     }
-    // At the end of the clock's range, a TTL that would reach past it ends there.
+    // At the end of the clock's range, a TTL that would reach past it ends at the last
+    // instant, 2^64 - 2 ns, where the index's time stops.
     let (index, clock) = index_with(ttl, None, None);
     clock.set(Duration::from_nanos(u64::MAX - 5_000_000_000));
     index.process_routing_decision_for_request(&[1], 0);
-    clock.set(Duration::from_nanos(u64::MAX - 1));
+    clock.set(Duration::from_nanos(u64::MAX - 2));
     assert_eq!(score(&index, &[1], 0), 1);
+    clock.set(Duration::from_nanos(u64::MAX - 1));
+    assert_eq!(score(&index, &[1], 0), 0);
     clock.advance(Duration::from_secs(1)); // ManualClock saturates at u64::MAX ns
     assert_eq!(score(&index, &[1], 0), 0);
     assert_eq!(index.sweep_expired(), 1);
+    // A decision recorded there is over at once (nothing to sweep: its timer is due).
+    index.process_routing_decision_for_request(&[2], 0);
+    assert_eq!(score(&index, &[2], 0), 0);
+    assert_eq!(index.sweep_expired(), 1);
+}
+
+/// Regression (found by an audit against `RequestHandle`'s "never expired"): a pin is
+/// the last expiry there is, and a clock at 2^64 - 1 ns read it as over, so a running
+/// request's blocks vanished there, and a request begun there was never seen. Time now
+/// stops one nanosecond earlier for the index, and pins outlive it.
+#[test]
+fn pins_outlive_the_end_of_time() {
+    let ttl = Duration::from_secs(10);
+    let (index, clock) = index_with(ttl, None, None);
+    clock.set(Duration::from_nanos(u64::MAX - 30_000_000_000));
+    let running = index.begin_request(2, &[0u32, 1, 2][..]);
+    index.process_routing_decision_for_request(&[0, 1, 2, 3], 1);
+    for at in [u64::MAX - 1, u64::MAX] {
+        clock.set(Duration::from_nanos(at));
+        assert_eq!(score(&index, &[0, 1, 2], 2), 3, "pinned, at {at} ns");
+        assert_eq!(score(&index, &[0, 1, 2, 3], 1), 0, "a decision, at {at} ns");
+    }
+    let begun_at_the_end = index.begin_request(3, &[7u32, 8][..]);
+    assert_eq!(score(&index, &[7, 8], 3), 2, "read your writes at the end");
+    index.sweep_expired();
+    assert_eq!(score(&index, &[0, 1, 2], 2), 3, "the sweep leaves pins");
+    // Released at the end: a decision taken then, over at once.
+    index.finish_request(running);
+    index.finish_request(begun_at_the_end);
+    assert_eq!(score(&index, &[0, 1, 2], 2), 0);
+    assert_eq!(score(&index, &[7, 8], 3), 0);
+    index.sweep_expired();
+    assert_eq!(index.stats().entries, 0);
 }
 
 /// src/clock.rs, `ManualClock::set`: "Moves the clock to `to`, if that is not in its past

@@ -1,7 +1,7 @@
 //! "Never" TTLs and the end of the clock's range: a TTL of 2^62 ns or more means never
 //! and one nanosecond less is a real TTL; never-TTL entries survive snapshots and dump
-//! replays, even more than 2^62 ns after the decision; a clock reading beyond 2^64 - 1 ns
-//! is the end of the range, never an early time.
+//! replays, even more than 2^62 ns after the decision; a clock reading beyond the range
+//! is its last instant, never an early time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -100,7 +100,7 @@ fn check_never_round_trip(index: &ApproxKvIndexer) {
     );
 }
 
-/// A clock that can read beyond the index's range (2^64 - 1 ns): `far_secs`, when set,
+/// A clock that can read beyond the index's range (2^64 - 2 ns): `far_secs`, when set,
 /// is the reading in whole seconds, else `nanos`.
 #[derive(Default)]
 struct FarClock {
@@ -117,9 +117,10 @@ impl Clock for FarClock {
     }
 }
 
-/// src/clock.rs, `Clock`: "every reading from zero to 2^64 - 1 ns (about 584 years) is
-/// exact, and a later reading is taken as 2^64 - 1 ns, where time stops" (design.md, Time:
-/// "a `Clock` reading beyond is taken as 2^64 - 1 ns"). A reading far beyond the range must
+/// src/clock.rs, `Clock`: "every reading from zero to 2^64 - 2 ns (about 584 years) is
+/// exact, and a later reading ... is taken as 2^64 - 2 ns, the index's last instant, where
+/// its time stops" (design.md, Time: "a `Clock` reading beyond ... is taken as the last
+/// instant"). A reading far beyond the range must
 /// not wrap around to an early time, where an expired entry would read as live.
 #[test]
 fn a_clock_reading_beyond_the_range_is_the_end_of_the_range() {
