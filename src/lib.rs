@@ -51,7 +51,9 @@
 //! - **Caps** hold exactly for one writer at a time; with concurrent writers entries may
 //!   exceed a cap by the blocks of the writes in flight, and never stay above it (except
 //!   by exact entries and running requests' pinned blocks, which are never evicted: a
-//!   worker's latest decision or release keeps up to a cap of blocks beside them).
+//!   worker's latest decision or release keeps up to a cap of blocks beside them; and
+//!   entries count until the sweeper frees them, so expired ones may hold a worker above
+//!   a cap until the next sweep).
 //! - [`stats`](ApproxKvIndexer::stats) and [`dump_events`](ApproxKvIndexer::dump_events)
 //!   are not snapshots: they read shard after shard while callers run.
 //!

@@ -193,19 +193,21 @@ impl Core {
         local: &[LocalBlockHash],
         seq: &[SequenceHash],
     ) {
-        self.record_dated(worker, local, seq, 0);
+        self.record_dated(worker, local, seq, None);
     }
 
-    /// Records a decision taken `age` nanoseconds ago (another replica's): its entries
-    /// expire `age` earlier than a decision recorded now (never, if the TTL means never).
-    /// Returns `false`, storing nothing, when it has already expired.
+    /// Records a decision: this index's, taken now (`age` `None`), or another replica's,
+    /// taken `age` nanoseconds ago, whose entries expire `age` earlier than a decision
+    /// recorded now (never, if the TTL means never). Returns `false`, storing nothing, when
+    /// it has already expired.
     pub(crate) fn record_dated(
         &self,
         worker: impl WorkerKey,
         local: &[LocalBlockHash],
         seq: &[SequenceHash],
-        age: u64,
+        age: Option<u64>,
     ) -> bool {
+        let (dated, age) = (age.is_some(), age.unwrap_or(0));
         let ttl = if self.never {
             self.ttl_nanos
         } else {
@@ -227,18 +229,19 @@ impl Core {
         }
         let now = self.now();
         // A decision taken now is made later than the worker's previous ones (with caps);
-        // one taken in the past keeps its age (with caps, after the one before it if that
-        // asked for as much: `Workers::dated_expiry`) and is logged in expiry order among
-        // them, after those of equal expiry (the order they were taken in).
-        let dated = age > 0;
-        let expiry = if !dated {
-            self.expiry_for(slot, now, ttl)
+        // another replica's keeps its age and is logged in expiry order among them, after
+        // those of equal expiry (with caps, made later than the worker's decisions that
+        // asked for no later an expiry, and the fresh decision if it is the newest:
+        // `Workers::dated_expiry`).
+        let (expiry, past) = if !dated {
+            (self.expiry_for(slot, now, ttl), false)
         } else if self.capped() {
-            self.workers.dated_expiry(slot, expiry_after(now, ttl))
+            let (expiry, newest) = self.workers.dated_expiry(slot, expiry_after(now, ttl));
+            (expiry, !newest)
         } else {
-            expiry_after(now, ttl)
+            (expiry_after(now, ttl), true)
         };
-        let added = self.store_decision(slot, (local, seq), (expiry, dated), 0, &guard);
+        let added = self.store_decision(slot, (local, seq), (expiry, past), 0, &guard);
         self.workers.end_write(slot);
         self.help_sweep(now, added);
         true
@@ -246,14 +249,14 @@ impl Core {
 
     /// Stores a decision of `slot` (its write begun) expiring at `expiry`: its entries,
     /// its timer, and with caps its log entry (after every decision of an earlier or equal
-    /// expiry) and the evictions it calls for (`dated`: it comes from the past, and gets no
-    /// protection as the fresh decision). `unpinned`: entries a release just made evictable again, which the
+    /// expiry) and the evictions it calls for (`past`: another replica's decision older
+    /// than the worker's newest, which gets no protection as the fresh decision). `unpinned`: entries a release just made evictable again, which the
     /// evictions may make room for as for added ones. Returns the entries added.
     fn store_decision(
         &self,
         slot: Slot,
         (local, seq): (&[LocalBlockHash], &[SequenceHash]),
-        (expiry, dated): (u64, bool),
+        (expiry, past): (u64, bool),
         unpinned: usize,
         guard: &Writing<'_>,
     ) -> usize {
@@ -277,7 +280,7 @@ impl Core {
             // A decision from the past is evicted in its turn like any older one. Expiries
             // name a worker's decisions (unique per slot) except once saturated at the
             // last instant, where they stop telling the fresh one apart.
-            let fresh = (!dated && expiry != LAST_INSTANT).then_some(Fresh {
+            let fresh = (!past && expiry != LAST_INSTANT).then_some(Fresh {
                 expiry,
                 blocks: seq.len(),
             });

@@ -77,7 +77,7 @@ fn apply_action<W: WorkerKey>(
                     &chain
                 }
             };
-            if core.record_dated(key, blocks, seq, nanos(age)) {
+            if core.record_dated(key, blocks, seq, Some(nanos(age))) {
                 Applied::Applied
             } else {
                 Applied::Expired

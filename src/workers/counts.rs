@@ -67,27 +67,41 @@ impl Workers {
         }
     }
 
-    /// The expiry for a decision from the past (another replica's) of `slot` that asks for
-    /// `wanted`: `wanted`, unless it is no earlier than the last such decision's (decisions
-    /// arrive in their origin's order, and one origin's decisions taken at one instant all
-    /// ask for the same expiry), which it then follows by a nanosecond at least, as
-    /// [`unique_expiry`](Self::unique_expiry) orders a burst of local decisions. Eviction
-    /// then takes such decisions in the order they were taken, and a later one's claims on
-    /// the blocks it shares with an earlier one outlast the earlier one's walk (equal
-    /// claims would go with the earlier one's eviction and leave the later one's deeper
-    /// blocks above a gap). An older decision than the last (another origin's, late) keeps
-    /// its expiry.
-    pub(crate) fn dated_expiry(&self, slot: Slot, wanted: u64) -> u64 {
+    /// The expiry for another replica's decision of `slot` that asks for `wanted` (its age
+    /// kept), and whether it is the worker's newest decision. Newest if it asks for no
+    /// earlier an expiry than any decision of the worker got before: it then gets one
+    /// later than all of them, as [`unique_expiry`](Self::unique_expiry) gives one taken
+    /// now (and later ones follow it). Otherwise it keeps `wanted`, or if it asks for no
+    /// earlier an expiry than the last such decision did (decisions arrive in their
+    /// origin's order, and one origin's decisions taken at one instant all ask for the
+    /// same expiry), follows that one by a nanosecond at least. Eviction thus takes a
+    /// worker's decisions in the order they came, and a later one's claims on the blocks
+    /// it shares with an earlier one outlast the earlier one's walk (equal claims would go
+    /// with the earlier one's eviction and leave the later one's deeper blocks above a
+    /// gap). A decision older than the last (another origin's, late) keeps its expiry.
+    pub(crate) fn dated_expiry(&self, slot: Slot, wanted: u64) -> (u64, bool) {
         let Some(info) = self.slots.get(slot) else {
-            return wanted;
+            return (wanted, false);
         };
         let mut last = info.last_dated.lock();
         if wanted < last.0 {
-            return wanted;
+            return (wanted, false);
         }
-        let given = wanted.max(last.1.saturating_add(1)).min(LAST_INSTANT);
+        let after_dated = wanted.max(last.1.saturating_add(1)).min(LAST_INSTANT);
+        let (mut given, mut newest) = (after_dated, false);
+        let _ = info
+            .last_expiry
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |own| {
+                newest = wanted >= own;
+                given = if newest {
+                    after_dated.max(own.saturating_add(1)).min(LAST_INSTANT)
+                } else {
+                    after_dated
+                };
+                newest.then_some(given)
+            });
         *last = (wanted, given);
-        given
+        (given, newest)
     }
 
     /// An expiry of at least `wanted` and later than any handed out before for `slot`, so
