@@ -254,7 +254,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     ///   `block_hash`) or a block as its own parent: it changes nothing. A block with
     ///   `expires_in: Some(ttl_left)` (a dumped
     ///   approximate entry) gets an approximate claim expiring that long from now (at most
-    ///   the TTL), as the original would.
+    ///   the TTL, give or take the nanoseconds by which caps order decisions taken at one
+    ///   clock reading, up to 1 ms), as the original would.
     /// - `Removed` ends the worker's claims on those blocks, exact *and* approximate (the
     ///   engine says they are gone), and frees them at once.
     /// - `Cleared` forgets that key: for [`WorkerWithDpRank`](crate::WorkerWithDpRank) one
@@ -531,7 +532,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     }
 
     /// Loads a [`Snapshot`](crate::Snapshot): each entry comes back with the TTL it had
-    /// left (at most this index's TTL), counted from now, merged with what the index
+    /// left (at most this index's TTL; a TTL left above it by at most 1 ms is kept: caps
+    /// order a worker's decisions taken at one clock reading by stretching their TTLs a
+    /// nanosecond apart), counted from now, merged with what the index
     /// already holds. Afterwards the index answers every find as the snapshotted one did
     /// when the snapshot was taken, and expires and (under caps) evicts the restored
     /// entries in the same order: least recently recorded first, deepest blocks first.

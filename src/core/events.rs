@@ -98,7 +98,7 @@ impl Core {
                     None => Claim::EXACT,
                     Some(left) if left.is_zero() => return None,
                     Some(left) => {
-                        let left = crate::clock::nanos(left).min(self.ttl_nanos);
+                        let left = self.ttl_left_kept(crate::clock::nanos(left));
                         Claim::approx(crate::tree::claim::expiry_after(now, left))
                     }
                 };

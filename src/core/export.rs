@@ -123,7 +123,7 @@ impl Core {
         let mut entries: Vec<&SnapshotEntry> = snapshot.entries.iter().collect();
         entries.sort_by_key(|e| e.depth);
         for e in entries {
-            let ttl_left = nanos(e.ttl_left).min(self.ttl_nanos);
+            let ttl_left = self.ttl_left_kept(nanos(e.ttl_left));
             let expiry = if ttl_left == 0 {
                 0
             } else {

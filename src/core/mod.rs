@@ -44,6 +44,10 @@ use evict::{Evictor, Fresh};
 pub(crate) use pins::{Begun, PIN};
 pub(crate) use reports::Reported;
 
+/// The most nanoseconds past the TTL that a restored or replayed claim keeps
+/// (`Core::ttl_left_kept`): a million decisions of one worker at one clock reading.
+const ORDER_STRETCH: u64 = 1_000_000;
+
 /// TTLs at or beyond this (about 146 years) mean "never": approximate claims then never
 /// expire and no timers are kept. Their expiries are still `now + NEVER`, which orders
 /// decisions for eviction and gives snapshots a TTL left to restore from.
@@ -139,6 +143,19 @@ impl Core {
         nanos(self.clock.now()).min(LAST_INSTANT)
     }
 
+    /// The TTL left that a restored or replayed claim keeps of `left`, the TTL it had left:
+    /// at most the index's TTL, except by up to [`ORDER_STRETCH`] ns (the stretch by which
+    /// caps order a worker's decisions taken at one clock reading: a snapshot taken at that
+    /// reading gives them TTLs a nanosecond apart above the TTL, and clamping them all to
+    /// the TTL would lose their order).
+    fn ttl_left_kept(&self, left: u64) -> u64 {
+        if left > self.ttl_nanos.saturating_add(ORDER_STRETCH) {
+            self.ttl_nanos
+        } else {
+            left
+        }
+    }
+
     /// The time claims are read at: `now`, or 0 when the TTL means never (every
     /// approximate claim is then after it, so live).
     #[inline]
@@ -208,8 +225,10 @@ impl Core {
         age: Option<u64>,
     ) -> bool {
         let (dated, age) = (age.is_some(), age.unwrap_or(0));
+        // A "never" TTL keeps a decision of any age, and the age still orders it among
+        // the others for eviction (its claim carries the time it was taken + 2^62 ns).
         let ttl = if self.never {
-            self.ttl_nanos
+            self.ttl_nanos.saturating_sub(age).max(1)
         } else {
             self.ttl_nanos.saturating_sub(age)
         };

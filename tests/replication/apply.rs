@@ -289,6 +289,39 @@ fn never_means_never_for_applied_decisions() {
     assert_eq!(score(&b, &[1], 3), Some(1));
 }
 
+/// Found by an audit: a receiver whose TTL means never dated every applied decision at
+/// its arrival, so under a global cap a late batch was evicted worker by worker, not in
+/// the order its decisions were taken.
+#[test]
+fn a_late_receiver_evicts_in_the_origins_order_when_the_ttl_means_never() {
+    let c = clock();
+    let never = |id| {
+        replica_builder(id, &c)
+            .ttl(Duration::MAX)
+            .max_entries(4)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (never(1), never(2));
+    for (worker, token) in [(0, 1), (0, 2), (0, 3), (1, 4), (1, 5), (1, 6)] {
+        a.process_routing_decision_for_request(&[token], worker);
+        c.advance(Duration::from_micros(1));
+    }
+    c.advance(Duration::from_secs(1));
+    for d in drain(&a) {
+        assert_eq!(b.apply_decision(&d), Applied::Applied);
+    }
+    for (worker, token) in [(0, 1), (0, 2), (0, 3), (1, 4), (1, 5), (1, 6)] {
+        assert_eq!(
+            score(&b, &[token], worker),
+            score(&a, &[token], worker),
+            "{token}"
+        );
+    }
+    assert_eq!(score(&b, &[2], 0), None, "the oldest went first");
+    assert_eq!(score(&b, &[4], 1), Some(1));
+}
+
 #[test]
 fn removals_are_shared_per_worker_and_per_rank() {
     let c = clock();

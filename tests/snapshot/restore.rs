@@ -254,3 +254,44 @@ fn a_restored_index_of_decisions_answers_like_the_original_as_claims_expire() {
         restored_clock.advance(Duration::from_secs(10));
     }
 }
+
+/// Found by an audit: under a cap, a worker's decisions at one clock reading get expiries a
+/// nanosecond apart past the TTL; a snapshot (or dump) taken at that reading gave them TTLs
+/// left above the TTL, which the restore clamped to the TTL, so they tied and the restored
+/// index evicted the newer first. The restore now keeps a TTL left up to 1 ms above it.
+#[test]
+fn a_snapshot_at_the_instant_of_its_decisions_keeps_their_order() {
+    let score = |index: &ApproxKvIndexer, prompt: &[u32]| {
+        index.find(Query::tokens(prompt)).scores.get(&0).copied()
+    };
+    for through_a_dump in [false, true] {
+        let clock = std::sync::Arc::new(ManualClock::new());
+        let capped =
+            || crate::support::index::capped_on(&clock, Duration::from_secs(10), Some(4), None);
+        let (a, b) = (capped(), capped());
+        a.record(0, Query::tokens(&[1, 2])).unwrap();
+        a.record(0, Query::tokens(&[3, 4])).unwrap(); // the same reading
+        if through_a_dump {
+            for event in a.dump_events() {
+                b.apply_event(&event);
+            }
+        } else {
+            b.restore(&a.snapshot()).unwrap();
+        }
+        for index in [&a, &b] {
+            index.record(0, Query::tokens(&[5])).unwrap();
+        }
+        assert_eq!(
+            score(&a, &[1, 2]),
+            Some(1),
+            "the older decision lost a block"
+        );
+        for prompt in [&[1u32, 2][..], &[3, 4], &[5]] {
+            assert_eq!(
+                score(&b, prompt),
+                score(&a, prompt),
+                "{prompt:?}, dump {through_a_dump}"
+            );
+        }
+    }
+}

@@ -21,7 +21,7 @@
 //!   parent.
 //!   Blocks are placed at the sequence hashes chained from the resolved parent by their
 //!   tokens hashes, whatever the engine's hashes are. A block with no `expires_in` is held
-//!   exactly; one with `expires_in` gets an approximate claim that long (at most the TTL).
+//!   exactly; one with `expires_in` gets an approximate claim that long (at most the TTL, or up to 1 ms more: [`kept_left`]).
 //! - `removed(w, hashes)` (a KV `Removed` event): each hash is translated as above (the
 //!   engine's name forgotten), and the worker's entry there is removed, both claims.
 //! - An entry is *live* at `now` if exact or `now < expiry` (always, for never-TTLs).
@@ -81,6 +81,16 @@ pub const LAST_INSTANT: u64 = u64::MAX - 1;
 /// The index's time at a clock reading: the reading, stopped at [`LAST_INSTANT`].
 pub fn clock_time(d: Duration) -> u64 {
     nanos(d).min(LAST_INSTANT)
+}
+
+/// The TTL left a restored or replayed claim keeps: at most the TTL, unless it exceeds it
+/// by 1 ms at most (the stretch by which caps order decisions taken at one reading).
+fn kept_left(left: u64, ttl: u64) -> u64 {
+    if left > ttl.saturating_add(1_000_000) {
+        ttl
+    } else {
+        left
+    }
 }
 
 /// An expiry `ttl` after `now`, saturating at [`LAST_INSTANT`].
@@ -605,7 +615,7 @@ impl Model {
                 Some(0) => break,
                 Some(left) => Claim {
                     exact: false,
-                    expiry: expiry_after(now, left.min(self.ttl)),
+                    expiry: expiry_after(now, kept_left(left, self.ttl)),
                 },
             };
             let seq = chain_next(prev, local);
@@ -830,7 +840,7 @@ impl Model {
         rows.sort_by_key(|r| r.3);
         let mut added_per_reg: Vec<(Reg, usize)> = Vec::new();
         for (worker, seq, parent, depth, local, exact, left) in rows {
-            let left = left.min(self.ttl);
+            let left = kept_left(left, self.ttl);
             let expiry = if left == 0 {
                 0
             } else {
