@@ -190,10 +190,12 @@ impl PyIndexer {
     #[pyo3(signature = (worker, dp_rank=None))]
     fn worker_capacity(
         &self,
+        py: Python<'_>,
         worker: &Bound<'_, PyAny>,
         dp_rank: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<usize>> {
-        Ok(self.index.worker_capacity(key(worker, dp_rank)?))
+        let key = key(worker, dp_rank)?;
+        Ok(py.detach(|| self.index.worker_capacity(key)))
     }
 
     /// Applies one KV event from an engine, in Dynamo's `RouterEvent` JSON shape, as a

@@ -75,6 +75,13 @@ impl PyRequestHandle {
     }
 }
 
+/// Whether `arg` reads as a worker id rather than tokens: a Python `int`, or an integer
+/// scalar such as NumPy's (it has `__index__` and no length, unlike a token array).
+fn is_an_id(arg: &Bound<'_, PyAny>) -> bool {
+    arg.is_instance_of::<pyo3::types::PyInt>()
+        || (arg.hasattr("__index__").unwrap_or(false) && !arg.hasattr("__len__").unwrap_or(true))
+}
+
 impl PyIndexer {
     /// The body of `ApproxKvIndexer.begin_request` (`indexer.rs`).
     pub(crate) fn begin_request_impl(
@@ -86,9 +93,7 @@ impl PyIndexer {
         lora: Option<&str>,
     ) -> PyResult<PyRequestHandle> {
         // `begin_request(worker, tokens)`, the Rust order, reads the same.
-        let (tokens, worker) = if tokens.is_instance_of::<pyo3::types::PyInt>()
-            && !worker.is_instance_of::<pyo3::types::PyInt>()
-        {
+        let (tokens, worker) = if is_an_id(tokens) && !is_an_id(worker) {
             (worker, tokens)
         } else {
             (tokens, worker)
@@ -117,11 +122,15 @@ impl PyIndexer {
             Prompt::Tokens(tokens, _) => Prompt::Tokens(tokens, handle.salt),
             hashes => hashes,
         };
-        let guard = handle.lock();
-        let Some(request) = guard.as_ref() else {
-            return Ok(0);
-        };
-        Ok(py.detach(|| self.index().request_output(request, prompt.query())))
+        // The handle's lock is taken and dropped with the GIL released: held across
+        // `detach`, it would deadlock with a thread that holds the GIL and waits for it
+        // (`blocks`, `finished`, another call on the same handle).
+        Ok(py.detach(|| {
+            let guard = handle.lock();
+            guard.as_ref().map_or(0, |request| {
+                self.index().request_output(request, prompt.query())
+            })
+        }))
     }
 
     /// The body of `ApproxKvIndexer.observe_cached` (`indexer.rs`).
@@ -133,11 +142,13 @@ impl PyIndexer {
     ) -> PyResult<bool> {
         let cached =
             crate::args::uint(cached_tokens, usize::MAX as u64, || "cached_tokens".into())?;
-        let guard = handle.lock();
-        let Some(request) = guard.as_ref() else {
-            return Ok(false);
-        };
-        Ok(py.detach(|| self.index().observe_cached(request, cached as usize)))
+        // Locked with the GIL released, as in `request_output_impl`.
+        Ok(py.detach(|| {
+            let guard = handle.lock();
+            guard
+                .as_ref()
+                .is_some_and(|request| self.index().observe_cached(request, cached as usize))
+        }))
     }
 
     /// The body of `ApproxKvIndexer.finish_request` (`indexer.rs`).

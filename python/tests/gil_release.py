@@ -20,7 +20,9 @@ def releases_the_gil(call, attempts=20_000):
             call()
             if ran:
                 break
+        # Read before the join: the waiter always runs once the main thread waits for it.
+        released = bool(ran)
     finally:
         sys.setswitchinterval(interval)
         waiter.join()
-    return bool(ran)
+    return released

@@ -162,6 +162,11 @@ def test_the_rust_argument_order_reads_the_same(index):
     handle = index.begin_request(7, prompt(0, 2), dp_rank=1)
     assert (handle.worker, handle.dp_rank, handle.blocks) == (7, 1, 2)
     assert index.find_ranks(prompt(0, 2))[0] == {(7, 1): 2}
+    # A NumPy integer is a worker id there too (found by an audit: it was taken for tokens).
+    import numpy as np
+
+    handle = index.begin_request(np.int64(8), prompt(0, 2))
+    assert (handle.worker, handle.blocks) == (8, 2)
 
 
 def test_pinned_blocks_outlast_a_capacity():

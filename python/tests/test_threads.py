@@ -1,9 +1,14 @@
 """Many Python threads share one index: every thread reads its own writes and sees the
 other threads' decisions once they are done; counters add up; and each call releases the
-GIL (another thread runs during it). Throughput is measured by python/bench/overhead.py,
+GIL (another thread runs during it), and a request handle shared between threads never
+deadlocks. Throughput is measured by python/bench/overhead.py,
 not timed here."""
 
+import subprocess
+import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,3 +87,63 @@ def test_calls_release_the_gil(call):
         "compute_block_hashes": lambda: compute_block_hashes(tokens, 64),
     }[call]
     assert releases_the_gil(calls, attempts=1000), f"no other thread ran during 1000 calls of {call}"
+
+
+def test_the_gil_check_can_say_no():
+    """gil_release.py: "without a release it never runs (the answer is False)". Found by an
+    audit: the helper read its answer after joining the waiter, which then always ran."""
+    data = list(range(100_000, 0, -1))
+    assert releases_the_gil(lambda: sorted(data), attempts=50) is False
+
+
+def run_script(code, timeout):
+    """Runs `code` in a fresh interpreter: (return code, or "timeout"; its output)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=Path(__file__).parent,
+        )
+    except subprocess.TimeoutExpired:
+        return "timeout", ""
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_handle_shared_between_threads_never_deadlocks():
+    """Found by an audit: `request_output` and `observe_cached` held the handle's lock while
+    the GIL was released, and a thread holding the GIL that waited for that lock (reading
+    `blocks`, or another call on the handle) hung the interpreter. One thread streams
+    output while another reads the handle; then one reports and adds output while another
+    finishes it. In a subprocess, so that a hang fails the test instead of the run."""
+    code = """
+        import threading, numpy as np
+        from approx_kv_index import ApproxKvIndexer
+        index = ApproxKvIndexer(block_size=16, ttl=600.0)
+        base = np.arange(1 << 21, dtype=np.uint32)
+        handle = index.begin_request(base[:16], 1)
+        stop = threading.Event()
+        def reader():
+            while not stop.is_set():
+                handle.blocks; handle.finished; repr(handle)
+        t = threading.Thread(target=reader); t.start()
+        for n in range(1 << 16, 1 << 21, 1 << 16):
+            index.request_output(handle, base[:n])
+        stop.set(); t.join()
+        index.finish_request(handle)
+        for _ in range(10):
+            handle = index.begin_request(base[:1 << 12], 1)
+            def stream():
+                for n in range(1 << 16, 1 << 21, 1 << 18):
+                    index.request_output(handle, base[:n])
+                index.observe_cached(handle, 16)
+            t = threading.Thread(target=stream); t.start()
+            for _ in range(50):
+                index.observe_cached(handle, 16)
+            index.finish_request(handle)
+            t.join()
+        print("ok")
+    """
+    rc, out = run_script(code, timeout=60)
+    assert rc == 0 and "ok" in out, f"rc={rc}: {out[-2000:]}"
