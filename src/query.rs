@@ -92,8 +92,11 @@ impl<'a> Query<'a> {
         }
     }
 
-    /// A prompt's sequence hashes, one per full block: the cheapest find when a router
-    /// hashes a prompt once for several indexes. A record cannot take them alone.
+    /// A prompt's sequence hashes, one per full block, from its first block: the cheapest
+    /// find when a router hashes a prompt once for several indexes. A record cannot take
+    /// them alone. A slice that starts later is not a prompt: a find of it may miss blocks
+    /// the index holds (a stretch of blocks that the same workers hold is stored under its
+    /// first and last blocks' keys only), so its answer is unspecified.
     #[inline]
     pub fn sequence(seq: &'a [SequenceHash]) -> Self {
         Self {

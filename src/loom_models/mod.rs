@@ -22,6 +22,7 @@ mod find_vs_unlink;
 mod handover;
 mod insert_run_vs_purge;
 mod join_vs_cut;
+mod kill_vs_reclaim;
 mod outbox_bound;
 mod raise_vs_set;
 mod read_vs_write;

@@ -23,7 +23,16 @@ pub(crate) enum WriteKind {
 impl Workers {
     /// Marks a slot dead: its entries read as absent; they are freed by walks or a purge,
     /// then the slot is recycled.
+    ///
+    /// Pinned from before the slot is marked dead until the purge is queued: once it is
+    /// dead, a walk that uncounts its last entry schedules its reclaim (`adjust_entries`),
+    /// which the pin holds off until the purge is queued (and then finds it pending).
+    /// Unpinned, the slot could be recycled for another worker in between, whose entries
+    /// this kill would then count and queue for the purge, which would remove them
+    /// (`loom_models::kill_vs_reclaim`; found by an audit: a worker recorded again after a
+    /// removal vanished from finds).
     pub(super) fn kill(self: &Arc<Self>, slot: Slot) {
+        let _pinned = (!cfg!(loom_break = "kill_unpinned")).then(crossbeam_epoch::pin);
         // SeqCst: see `begin_write`.
         let info = self.slots.get(slot).expect("a mapped slot has a segment");
         let key = self.slots.key(slot).expect("a mapped slot has a segment");
