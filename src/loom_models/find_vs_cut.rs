@@ -24,6 +24,15 @@
 //! `--cfg loom_break="probe_gives_up_on_moved_head"` (the probe takes the marker's key
 //! again only for a block, as it once did) loom finds the probe that reads no holder: "a
 //! probe of the last block racing a cut read no holder".
+//!
+//! A find whose query ends inside the run probes its last block first and finds no key
+//! there (inside the run) until the cut places the second piece's head; if it then reads
+//! the head after the cut, it is at the first piece's end, next to that miss, which it
+//! reads again before it settles the worker there (`Tree::search_turn`). Whatever the
+//! interleaving, it finds the worker holding every block of the query (third model).
+//!
+//! Can fail: with `--cfg loom_break="find_trusts_a_stale_miss"` (no second read) loom
+//! finds "a find ending inside a run racing its cut lost its last block".
 
 use super::node::Kind;
 use super::run_cut::{race_cut, RunShards, CUT, LEN};
@@ -105,6 +114,59 @@ fn last_block_probe_races_cut() {
                 last_block_holders(shards, guard),
                 [WORKER],
                 "a probe of the last block racing a cut read no holder"
+            );
+        });
+    });
+}
+
+/// A find of the run's first `CUT + 1` blocks, as `Tree::find_into` makes it: the last
+/// block first (block `CUT`, inside the run until the cut places the second piece's head
+/// there), then the head; where the head is the first piece's, the find is at its end,
+/// next to a last block it read as no key, and reads that block again
+/// (`Tree::search_turn`) before it settles the worker there.
+fn found_ending_inside(shards: &RunShards, guard: &crossbeam_epoch::Guard) -> usize {
+    let n = CUT + 1;
+    let held = |shard: &Shard| {
+        let node = shard.read().unwrap();
+        node.as_ref()
+            .is_some_and(|n| n.holders(guard).iter().any(|h| h.slot() == WORKER))
+    };
+    if held(&shards.at_cut) {
+        return n; // the second piece's head: the worker holds the last block
+    }
+    let matched = {
+        let node = shards.head.read().unwrap();
+        match node.as_ref().map(|n| n.kind()) {
+            // SAFETY: read from a head under its lock, with `guard` pinned.
+            Some(Kind::Head(run)) => {
+                unsafe { run_at(run, guard) }.matched(0, n, &mut &shards.seq[..n])
+            }
+            _ => 0,
+        }
+    };
+    if matched < CUT || matched == n {
+        return matched;
+    }
+    // The first piece's end, next to the last block read as no key before.
+    if !cfg!(loom_break = "find_trusts_a_stale_miss") && held(&shards.at_cut) {
+        return n;
+    }
+    matched
+}
+
+/// Found by an audit: a worker whose entries never changed was reported one block short
+/// by a find whose query ended inside a run that another worker's record cut meanwhile.
+///
+/// Can fail: with `--cfg loom_break="find_trusts_a_stale_miss"` (no second read) loom finds
+/// "a find ending inside a run racing its cut lost its last block".
+#[test]
+fn find_ending_inside_a_run_races_its_cut() {
+    super::model(|| {
+        race_cut(WORKER, EXPIRY, |shards, guard| {
+            assert_eq!(
+                found_ending_inside(shards, guard),
+                CUT + 1,
+                "a find ending inside a run racing its cut lost its last block"
             );
         });
     });

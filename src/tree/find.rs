@@ -184,15 +184,22 @@ impl Tree {
         } else {
             (Holders::NONE, None, n)
         };
+        // The last block read as no key: missing, or inside a run (see `SearchFrom`).
+        let last_keyless = unprobed < n && last.is_empty() && last_run.is_none();
         while !active.is_empty() {
-            let (hi, at_hi, run_hi) =
-                match self.search_turn(lo, last_run, unprobed, &mut keys, active, reading) {
-                    Turn::Whole => {
-                        report_all_active(active, out, n);
-                        return;
-                    }
-                    Turn::DropOut { hi, holders, run } => (hi, holders, run),
-                };
+            let from = SearchFrom {
+                lo,
+                last_run,
+                unprobed,
+                at_hi_keyless: last_keyless,
+            };
+            let (hi, at_hi, run_hi) = match self.search_turn(from, &mut keys, active, reading) {
+                Turn::Whole => {
+                    report_all_active(active, out, n);
+                    return;
+                }
+                Turn::DropOut { hi, holders, run } => (hi, holders, run),
+            };
             if hi == n {
                 // Past the query: every worker left holds its last block.
                 report_all_active(active, out, n);
@@ -319,25 +326,31 @@ impl Tree {
     /// `unprobed` only if they all hold every block up to it.
     fn search_turn<'g>(
         &self,
-        mut lo: usize,
-        last_run: Option<usize>,
-        unprobed: usize,
+        from: SearchFrom,
         keys: &mut Keys<'_, '_>,
         active: &[(Slot, Active)],
         reading: Reading<'g, impl SlotOwners>,
     ) -> Turn<'g> {
         let Reading { now, guard, .. } = reading;
         let n = keys.query.len();
+        let SearchFrom {
+            mut lo,
+            last_run,
+            unprobed,
+            at_hi_keyless: last_keyless,
+        } = from;
         // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
         // block `hi`'s holders (`None`: the last block's, or none if `hi` is past the query).
-        let (mut hi, mut at_hi) = match last_run {
-            Some(at) if lo < at => (at, None),
-            _ => (unprobed, None),
+        let (mut hi, mut at_hi, mut hi_keyless) = match last_run {
+            Some(at) if lo < at => (at, None, false),
+            _ => (unprobed, None, last_keyless),
         };
         // The run block `hi` begins, if it is a run's head.
         let mut run_hi = None;
         let mut step = 1;
         let mut galloping = true;
+        // Whether block `hi`, read as no key, was read again once `lo` was next to it.
+        let mut rechecked = false;
         loop {
             let p = if galloping && lo + step < hi {
                 if hi == n && 2 * (lo + step) >= n {
@@ -351,6 +364,17 @@ impl Tree {
             } else if hi - lo > 1 {
                 galloping = false;
                 lo + (hi - lo) / 2
+            } else if hi_keyless
+                && !rechecked
+                && hi < n
+                && !cfg!(loom_break = "find_trusts_a_stale_miss")
+            {
+                // Block `hi` read as no key (missing, or inside a run) before block `lo` was
+                // found held: a cut or split of a run holding both may have given block
+                // `hi` a key since, which the workers may hold (a stable worker would
+                // otherwise drop out at a block it holds). Read it again, once.
+                rechecked = true;
+                hi
             } else {
                 break;
             };
@@ -363,25 +387,38 @@ impl Tree {
                 self.prefetch_past(run, p, keys, guard);
             }
             if !all_kept(active, &holders, now) {
+                hi_keyless = holders.is_empty() && run.is_none();
                 (hi, at_hi, run_hi) = (p, Some(holders), run);
                 continue;
             }
             let Some(run) = run else {
                 lo = p;
-                step *= 2;
+                if lo >= hi {
+                    // Block `hi` (read again) is held after all: on to the last block, or
+                    // done if it was the last.
+                    if lo + 1 >= n {
+                        return Turn::Whole;
+                    }
+                    (hi, at_hi, run_hi, hi_keyless) = (unprobed, None, None, last_keyless);
+                    (step, galloping, rechecked) = (1, true, false);
+                } else {
+                    step *= 2;
+                }
                 continue;
             };
             match jump(run, p, n, keys) {
                 Jump::Whole => return Turn::Whole,
                 Jump::Parted(at) => {
+                    // Read from the run itself: block `at` is not the run's.
                     (lo, hi, at_hi, run_hi) = (at - 1, at, Some(Holders::NONE), None);
+                    hi_keyless = false;
                 }
                 Jump::Past(end) => {
                     lo = end;
                     if lo >= hi {
-                        (hi, at_hi, run_hi) = (unprobed, None, None);
+                        (hi, at_hi, run_hi, hi_keyless) = (unprobed, None, None, last_keyless);
                     }
-                    (step, galloping) = (1, true);
+                    (step, galloping, rechecked) = (1, true, false);
                 }
             }
         }
@@ -421,6 +458,22 @@ impl<O> Clone for Reading<'_, O> {
 }
 
 impl<O> Copy for Reading<'_, O> {}
+
+/// Where a turn of the galloping search starts ([`Tree::search_turn`]).
+#[derive(Clone, Copy)]
+struct SearchFrom {
+    /// A block every active worker holds.
+    lo: usize,
+    /// Where the run that the last block ends begins, if the query reaches it there.
+    last_run: Option<usize>,
+    /// The last block (or the block past a query of local hashes), which every active
+    /// worker misses as last read.
+    unprobed: usize,
+    /// The last block's probe found no key: missing, or inside a run as it was then (a
+    /// cut or split since may have given it one), so the search reads it again before
+    /// it settles workers there.
+    at_hi_keyless: bool,
+}
 
 /// Where a turn of the galloping search ended ([`Tree::search_turn`]).
 enum Turn<'g> {

@@ -220,6 +220,47 @@ fn cuts_and_joins_of_one_run_from_many_threads() {
     }
 }
 
+/// Found by an audit: a find whose query ended inside a run read its last block as no key,
+/// then found the first piece of a cut made meanwhile by another worker's record, and
+/// took the worker to miss the block next to that piece's end, though it held it all
+/// along (about one run of this test in six). Finds of every prefix of a worker's prompt
+/// that nobody changes, while two threads record prompts that share a prefix of it and
+/// so cut its run: every find sees every block (the loom model
+/// `find_vs_cut::find_ending_inside_a_run_races_its_cut` checks the interleaving).
+#[test]
+fn finds_of_prefixes_see_a_stable_worker_whole_while_others_cut_its_run() {
+    let index = ApproxKvIndexer::new(1, Duration::from_secs(600)).unwrap();
+    let owned: Vec<u32> = (0..64).collect();
+    index.record(0, Query::tokens(&owned)).unwrap();
+    let stop = AtomicBool::new(false);
+    let mut short = Vec::new();
+    thread::scope(|s| {
+        for t in 0..2u32 {
+            let (index, owned, stop) = (&index, &owned, &stop);
+            s.spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    let worker = 1 + u64::from(t * 1000 + i % 50);
+                    let shared = 1 + (i.wrapping_mul(7919) % 63) as usize;
+                    let mut prompt = owned[..shared].to_vec();
+                    prompt.extend([10_000 + i, 20_000 + i]);
+                    index.record(worker, Query::tokens(&prompt)).unwrap();
+                    i += 1;
+                }
+            });
+        }
+        for k in 0..20_000usize {
+            let len = 1 + k % owned.len();
+            let found = index.find(Query::tokens(&owned[..len]));
+            if found.scores.get(&0) != Some(&(len as u32)) {
+                short.push((len, found.scores.get(&0).copied()));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(short.is_empty(), "finds of (length, score): {short:?}");
+}
+
 /// Under a capacity every record evicts exactly the excess, so its last eviction walk ends
 /// inside a run and cuts it; a request's release lowers its pins on run pieces. Threads
 /// doing both on one worker, over prompts that share stems of every length, with a finder
