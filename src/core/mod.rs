@@ -269,8 +269,9 @@ impl Core {
     /// Stores a decision of `slot` (its write begun) expiring at `expiry`: its entries,
     /// its timer, and with caps its log entry (after every decision of an earlier or equal
     /// expiry) and the evictions it calls for (`past`: another replica's decision older
-    /// than the worker's newest, which gets no protection as the fresh decision). `unpinned`: entries a release just made evictable again, which the
-    /// evictions may make room for as for added ones. Returns the entries added.
+    /// than the worker's newest, which gets no protection as the fresh decision).
+    /// `unpinned`: entries a release just made evictable again, which the evictions may
+    /// make room for as for added ones. Returns the entries added.
     fn store_decision(
         &self,
         slot: Slot,
