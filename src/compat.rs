@@ -1,8 +1,10 @@
 //! The calls of Dynamo's approximate indexer (`find_matches*`, `process_routing_decision*`,
 //! and their `_into`, `_with` and `_salted` forms), as thin wrappers of [`ApproxKvIndexer::find`], [`find_into`](ApproxKvIndexer::find_into)
 //! and [`record`](ApproxKvIndexer::record) with a [`Query`]: a router written against
-//! Dynamo's names switches without edits. New code can use either; each wrapper costs
-//! what the call it wraps costs.
+//! Dynamo's names keeps its calls and their meaning. They are synchronous (no `.await`,
+//! no `CancellationToken`), take slices, and return their answer rather than a `Result`
+//! (but `process_routing_decision`). New code can use either; each wrapper costs what the
+//! call it wraps costs.
 
 use crate::query::Query;
 use crate::scores::OverlapScores;

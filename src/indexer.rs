@@ -313,7 +313,12 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// taken: a route's blocks expire a TTL after the decision's time (by this index's
     /// wall clock: a decision taken 3 s ago expires 3 s before one taken now; one dated in
     /// the future counts as taken now; one a TTL old or more is skipped), under the same
-    /// caps as local decisions; removals remove. Idempotent: a decision whose sequence
+    /// caps as local decisions; removals remove (the worker as it is when the removal
+    /// arrives). A decision about a worker taken before its latest removal here or by any
+    /// replica, or a capacity set before the key's latest capacity change, changes nothing,
+    /// as it would not have in its time (`Applied::Applied`, counted in
+    /// [`ReplicationStats::superseded`]): replicas receiving each other's removals and
+    /// capacities late end alike. Idempotent: a decision whose sequence
     /// number is not above every one applied from its origin is skipped, as are this
     /// replica's own (those it took since it was built: a replica restarted with the same
     /// [`replica_id`](crate::Builder::replica_id) applies what it decided before, as
@@ -434,7 +439,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// ```
     pub fn set_worker_capacity(&self, worker: W, capacity: Option<usize>) {
         self.core.set_capacity(worker, capacity);
-        self.replication.share(|| Action::SetCapacity {
+        self.replication.share_keyed(Action::SetCapacity {
             worker_id: worker.worker_id(),
             dp_rank: worker.dp_rank(),
             capacity: capacity.map(|c| c as u64),
@@ -466,8 +471,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// ```
     pub fn remove_worker(&self, worker: WorkerId) {
         self.core.remove_worker(worker);
-        let action = || Action::RemoveWorker { worker_id: worker };
-        self.replication.share(action);
+        self.replication
+            .share_keyed(Action::RemoveWorker { worker_id: worker });
     }
 
     /// The (block, worker) entries `worker` holds, all its ranks together (0 for a worker
@@ -497,7 +502,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// [`remove_worker`](Self::remove_worker).
     pub fn remove_worker_key(&self, worker: W) {
         self.core.remove_key(worker);
-        self.replication.share(|| Action::RemoveKey {
+        self.replication.share_keyed(Action::RemoveKey {
             worker_id: worker.worker_id(),
             dp_rank: worker.dp_rank(),
         });
@@ -538,8 +543,13 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// already holds. Afterwards the index answers every find as the snapshotted one did
     /// when the snapshot was taken, and expires and (under caps) evicts the restored
     /// entries in the same order: least recently recorded first, deepest blocks first.
-    /// Caps are enforced once everything is back. A snapshot of another block size is
-    /// refused and changes nothing.
+    /// Caps are enforced once everything is back. Two exceptions, both under caps:
+    /// request handles do not travel, so blocks that running requests pinned come back as
+    /// decisions taken when the snapshot was (as if the requests had finished then) and a
+    /// cap evicts them as it would released ones; and decisions of different workers taken
+    /// at one clock reading, which a snapshot cannot tell apart, are evicted by
+    /// `max_entries` in an order of their own. A snapshot of another block size is refused
+    /// and changes nothing.
     pub fn restore(&self, snapshot: &crate::Snapshot) -> Result<(), crate::SnapshotError> {
         self.core.restore::<W>(snapshot)
     }

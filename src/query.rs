@@ -15,7 +15,7 @@ use crate::{LocalBlockHash, SequenceHash};
 /// |---|---|---|
 /// | [`tokens`](Self::tokens), [`salted_tokens`](Self::salted_tokens) | hashes the full blocks | hashes the full blocks |
 /// | [`blocks`](Self::blocks) (local block hashes) | chains them as far as it reads | chains them |
-/// | [`sequence`](Self::sequence) (sequence hashes) | probes them as they are | `Err(RecordError::NoLocalHashes)` |
+/// | [`sequence`](Self::sequence) (sequence hashes) | probes them as they are | `Err(RecordError::NoLocalHashes)` (empty: a record of nothing) |
 /// | [`hashes`](Self::hashes) (both) | reads the local hashes | checks the lengths, places by the chain of the local hashes |
 /// | [`prompt`](Self::prompt) (both, as [`PromptHashes`] made them) | probes the sequence hashes | stores both as they are |
 ///

@@ -89,7 +89,8 @@ impl<W: WorkerKey> Drop for RequestHandle<W> {
 
 impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// Begins a request of `prompt` on `worker`: records the routing decision (shared with
-    /// other replicas as one) and pins the prompt's full blocks on the worker until the
+    /// other replicas as one: they hold the prompt's blocks for one TTL from the begin;
+    /// the pins, the output and the release are this index's alone) and pins the prompt's full blocks on the worker until the
     /// returned handle is finished or dropped. `prompt` is a [`Query`] or a token slice.
     ///
     /// The handle's [`predicted_blocks`](RequestHandle::predicted_blocks) is the worker's
@@ -198,7 +199,10 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// [`IndexStats::cache`](crate::IndexStats::cache)). Fewer than predicted: the worker
     /// lost a block the index believed it held, and as an engine evicts least recently
     /// used blocks first, every claim of that worker made no later than its claim on the
-    /// deepest predicted block (before this request) is dropped. The request's own blocks
+    /// deepest predicted block (before this request) is dropped: decisions of the worker
+    /// taken at the same clock reading as that claim too, unless the index was already
+    /// logging decisions (with caps or a capacity set, or after a first loss of any
+    /// worker), which orders a worker's decisions of one reading. The request's own blocks
     /// are pinned and never dropped. `docs/design.md` ("What engines report") states the
     /// rule. A loss also teaches the worker's capacity (a first value: what it held when
     /// the loss showed; an eighth lower after a loss well inside it; halfway down to the
@@ -265,7 +269,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
                 .iter()
                 .map(|p| (p.worker_id, p.dp_rank));
             for (worker_id, dp_rank) in std::iter::once((worker_id, dp_rank)).chain(raised) {
-                self.replication.share(|| Action::SetCapacity {
+                self.replication.share_keyed(Action::SetCapacity {
                     worker_id,
                     dp_rank,
                     capacity: Some(capacity as u64),

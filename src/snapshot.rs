@@ -100,7 +100,9 @@ pub enum SnapshotError {
     UnsupportedVersion(u32),
     /// Shorter (or longer) than its header says.
     Truncated {
-        /// Bytes expected from the header.
+        /// Bytes expected from the header (where the bytes end before the capacity count,
+        /// the fewest the header allows: no capacity; `usize::MAX` for counts no file can
+        /// hold).
         expected: usize,
         /// Bytes present.
         actual: usize,
@@ -183,13 +185,20 @@ impl Snapshot {
             .and_then(|n| n.checked_mul(ENTRY))
             .and_then(|n| n.checked_add(HEADER))
             .unwrap_or(usize::MAX);
-        // Version 2: the capacity count follows the entries.
+        // Version 2: the capacity count follows the entries (none counted where the
+        // bytes end before it: the least the file could hold).
         let capacities = match version {
             1 => Some(0),
-            _ => entries_end
+            _ => match entries_end
                 .checked_add(8)
                 .and_then(|end| bytes.get(entries_end..end))
-                .and_then(|b| usize::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()),
+            {
+                Some(b) => b
+                    .try_into()
+                    .ok()
+                    .and_then(|b| usize::try_from(u64::from_le_bytes(b)).ok()),
+                None => Some(0),
+            },
         };
         let expected = capacities
             .and_then(|m| m.checked_mul(CAPACITY))

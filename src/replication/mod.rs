@@ -38,6 +38,7 @@ mod outbox;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod state;
+mod supersede;
 mod tally;
 
 pub use codec::{DecodeError, MAX_ENCODED_LEN, VERSION};

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::decision::{Action, Decision, ReplicaId};
 use super::lag::LagHistogram;
 use super::outbox::Outbox;
+use super::supersede::Superseded;
 use super::tally::Tally;
 use crate::clock::{nanos, Clock};
 
@@ -46,8 +47,19 @@ pub struct ReplicationStats {
     pub expired: u64,
     /// Decisions of other replicas never received: numbers skipped in an origin's
     /// sequence (dropped by a full outbox there, or trimmed from a transport's retained
-    /// window before this replica read them).
+    /// window before this replica read them). A jump that only a restart explains is
+    /// counted in `restarts` instead.
     pub gaps: u64,
+    /// Other replicas seen starting again under the same id. An origin numbers its
+    /// decisions from its start time in nanoseconds, so a restart jumps its numbers by
+    /// about the time since its first start: a jump of more than 65,536 numbers, and of
+    /// more than one number per 64 ns between the two decisions' times (no replica
+    /// decides 15 million times a second), is a restart, not gaps.
+    pub restarts: u64,
+    /// Other replicas' decisions about a worker taken before it was removed, or capacities
+    /// set before a newer one of the key, here or by any replica: applied as if they had
+    /// arrived in their time, they change nothing, and are skipped (counted in `applied`).
+    pub superseded: u64,
     /// Median time from a decision to its arrival here (wall clocks of both replicas), over
     /// the decisions applied (those skipped as duplicates, own or a TTL old do not count).
     pub lag_p50: Duration,
@@ -55,15 +67,27 @@ pub struct ReplicationStats {
     pub lag_p99: Duration,
 }
 
-/// An origin's highest sequence number applied (`None`: none yet), locked while one of its
-/// decisions is applied.
-type OriginSeq = parking_lot::Mutex<Option<u64>>;
+/// An origin's highest sequence number applied and that decision's time in wall-clock
+/// nanoseconds (`None`: none yet), locked while one of its decisions is applied.
+type OriginSeq = parking_lot::Mutex<Option<(u64, u64)>>;
+
+/// The highest number a replica starts its decisions from: half the numbers stay free
+/// above it, so they never wrap (a wall clock past 2262 starts here).
+const LAST_FIRST_SEQ: u64 = u64::MAX >> 1;
+
+/// Whether an origin's numbers jumping by `skipped + 1` between two of its decisions
+/// taken `elapsed` nanoseconds apart show a restart (see `ReplicationStats::restarts`).
+fn is_restart(skipped: u64, elapsed: u64) -> bool {
+    skipped > (elapsed / 64).max(1 << 16)
+}
 
 /// The sharing state of one index.
 pub(crate) struct Replication {
     origin: ReplicaId,
     wall: Arc<dyn Clock>,
-    next_seq: AtomicU64,
+    /// The next decision's number, locked while a decision is numbered and queued, so
+    /// that decisions reach the outbox in the order of their numbers.
+    next_seq: parking_lot::Mutex<u64>,
     /// The first sequence number of this incarnation: decisions of this origin numbered
     /// below it were taken before a restart, and are applied like anyone's.
     first_seq: u64,
@@ -78,6 +102,10 @@ pub(crate) struct Replication {
     pub(super) duplicates: AtomicU64,
     pub(super) expired: AtomicU64,
     pub(super) gaps: AtomicU64,
+    pub(super) restarts: AtomicU64,
+    pub(super) superseded: AtomicU64,
+    /// Removals and capacity changes, which order later-arriving decisions.
+    pub(super) order: Superseded,
     pub(super) lag: LagHistogram,
 }
 
@@ -91,13 +119,14 @@ impl Replication {
         outbox: Option<usize>,
     ) -> Self {
         let started = nanos(wall.now());
+        // Numbered from the start time, so a restarted replica keeping its id goes on
+        // above its old numbers (unless it took more than one decision a nanosecond).
+        let first_seq = started.min(LAST_FIRST_SEQ);
         Self {
             origin: origin.unwrap_or_else(|| random_id(started)),
             wall,
-            // Numbered from the start time, so a restarted replica keeping its id goes on
-            // above its old numbers (unless it took more than one decision a nanosecond).
-            next_seq: AtomicU64::new(started),
-            first_seq: started,
+            next_seq: parking_lot::Mutex::new(first_seq),
+            first_seq,
             outbox: outbox.map(Outbox::new),
             shared: AtomicU64::new(0),
             applied_seq: Default::default(),
@@ -105,23 +134,38 @@ impl Replication {
             duplicates: AtomicU64::new(0),
             expired: AtomicU64::new(0),
             gaps: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
+            superseded: AtomicU64::new(0),
+            order: Superseded::default(),
             lag: LagHistogram::default(),
         }
     }
 
-    /// Hands a local action to the outbox, if decisions are shared.
+    /// Hands a local route to the outbox, if decisions are shared.
     #[inline]
     pub(crate) fn share(&self, action: impl FnOnce() -> Action) {
         let Some(outbox) = &self.outbox else {
             return;
         };
+        let action = action();
         self.shared.fetch_add(1, Relaxed);
+        // Numbered and queued under one lock: receivers skip a number below one applied.
+        let mut seq = self.next_seq.lock();
         outbox.push(Decision {
             origin: self.origin,
-            seq: self.next_seq.fetch_add(1, Relaxed),
+            seq: *seq,
             decided_at: self.wall.now(),
-            action: action(),
+            action,
         });
+        *seq = seq.saturating_add(1);
+    }
+
+    /// Notes a local removal or capacity change (it orders other replicas' decisions about
+    /// the worker that arrive later: `supersede.rs`), and hands it to the outbox, if
+    /// decisions are shared.
+    pub(crate) fn share_keyed(&self, action: Action) {
+        self.order.note(&action, nanos(self.wall.now()));
+        self.share(|| action);
     }
 
     /// Applies other replicas' decisions once each, in order, through `apply` (given the
@@ -154,16 +198,28 @@ impl Replication {
             for decision in stretch {
                 let outcome = match last.as_deref_mut() {
                     Some(last) if !self.is_own(decision) => {
-                        if last.is_some_and(|seq| decision.seq <= seq) {
+                        if last.is_some_and(|(seq, _)| decision.seq <= seq) {
                             tally.duplicate();
                             Applied::Duplicate
                         } else {
-                            if let Some(seq) = *last {
-                                tally.gaps(decision.seq - seq - 1);
+                            let taken = nanos(decision.decided_at);
+                            if let Some((seq, then)) = *last {
+                                let skipped = decision.seq - seq - 1;
+                                if is_restart(skipped, taken.saturating_sub(then)) {
+                                    tally.restart();
+                                } else {
+                                    tally.gaps(skipped);
+                                }
                             }
-                            *last = Some(decision.seq);
+                            *last = Some((decision.seq, taken));
                             let age = self.wall.now().saturating_sub(decision.decided_at);
-                            let outcome = apply(at, &decision.action, age);
+                            let outcome = if self.order.is_superseded(&decision.action, taken) {
+                                tally.superseded();
+                                Applied::Applied
+                            } else {
+                                self.order.note(&decision.action, taken);
+                                apply(at, &decision.action, age)
+                            };
                             tally.outcome(outcome, age, self);
                             outcome
                         }
@@ -197,6 +253,8 @@ impl Replication {
             duplicates: self.duplicates.load(Relaxed),
             expired: self.expired.load(Relaxed),
             gaps: self.gaps.load(Relaxed),
+            restarts: self.restarts.load(Relaxed),
+            superseded: self.superseded.load(Relaxed),
             lag_p50: self.lag.quantile(0.5),
             lag_p99: self.lag.quantile(0.99),
         }

@@ -17,6 +17,8 @@ pub(super) struct Tally {
     duplicates: u64,
     expired: u64,
     gaps: u64,
+    restarts: u64,
+    superseded: u64,
     /// Consecutive lags falling in one histogram bucket: the bucket, and how many (a
     /// stretch's decisions arrive with much the same lag, so this is rarely flushed).
     lags: Option<(usize, u64)>,
@@ -33,6 +35,16 @@ impl Tally {
     /// 2^64 at once, and a sum of wrapping adds is the same in any grouping.
     pub(super) fn gaps(&mut self, n: u64) {
         self.gaps = self.gaps.wrapping_add(n);
+    }
+
+    /// Counts an origin seen restarting.
+    pub(super) fn restart(&mut self) {
+        self.restarts += 1;
+    }
+
+    /// Counts a decision skipped as superseded (it is also counted as applied).
+    pub(super) fn superseded(&mut self) {
+        self.superseded += 1;
     }
 
     /// Counts an applied decision's outcome, `age` old on arrival (only those applied
@@ -63,6 +75,8 @@ impl Tally {
             (&to.duplicates, self.duplicates),
             (&to.expired, self.expired),
             (&to.gaps, self.gaps),
+            (&to.restarts, self.restarts),
+            (&to.superseded, self.superseded),
         ] {
             if n > 0 {
                 counter.fetch_add(n, Relaxed);

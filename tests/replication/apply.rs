@@ -4,7 +4,7 @@
 //! counted as now from the future; own decisions and gaps; age kept and caps held under
 //! caps, same-instant decisions evicted in the order they were taken; never-TTLs;
 //! removals per worker and per rank; a restarted replica's old decisions;
-//! gaps of nearly 2^64; a batch applies as its decisions one by one.
+//! jumps of nearly 2^64; a batch applies as its decisions one by one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use super::{clock, manual, replica, replica_builder, route, EPOCH, NS, TTL};
 use crate::support::index::{score, sharing_replica, tokens};
 
 /// Every decision queued by `from`, through the wire format.
-fn drain(from: &ApproxKvIndexer) -> Vec<Decision> {
+pub(super) fn drain<W: WorkerKey>(from: &ApproxKvIndexer<W>) -> Vec<Decision> {
     let outbox = from.outbox().unwrap();
     std::iter::from_fn(|| outbox.pop())
         .map(|d| Decision::decode(&d.encode()).unwrap())
@@ -374,10 +374,11 @@ fn a_replica_restarted_with_its_id_gets_its_old_decisions_back() {
 }
 
 /// Sequence numbers from an untrusted stream can skip nearly 2^64 at once, twice in one
-/// batch: the gaps wrap as they do one by one, and nothing panics (an overflowing sum did,
-/// in debug builds, before).
+/// batch: counted alike one by one and in a batch (as restarts: more numbers than the
+/// decisions' times allow), and nothing panics (an overflowing sum of gaps did, in debug
+/// builds, before).
 #[test]
-fn gaps_of_nearly_2_pow_64_count_alike_in_a_batch() {
+fn jumps_of_nearly_2_pow_64_count_alike_in_a_batch() {
     let (c1, c2) = (clock(), clock());
     let (one_by_one, batched) = (replica(9, &c1), replica(9, &c2));
     let removal = |origin, seq| Decision {
@@ -396,9 +397,9 @@ fn gaps_of_nearly_2_pow_64_count_alike_in_a_batch() {
         assert_eq!(one_by_one.apply_decision(d), Applied::Applied);
     }
     assert_eq!(batched.apply_decisions(&stream), [Applied::Applied; 4]);
-    let gaps = (u64::MAX - 2).wrapping_mul(2);
-    assert_eq!(one_by_one.replication_stats().gaps, gaps);
-    assert_eq!(batched.replication_stats().gaps, gaps);
+    for stats in [one_by_one.replication_stats(), batched.replication_stats()] {
+        assert_eq!((stats.gaps, stats.restarts), (0, 2), "{stats:?}");
+    }
 }
 
 /// Decisions from a few origins (one of them the receiver's own id), about a few workers,
@@ -457,6 +458,7 @@ proptest! {
         prop_assert_eq!(counts(&batched), counts(&one_by_one));
         let (a, b) = (batched.replication_stats(), one_by_one.replication_stats());
         prop_assert_eq!((a.applied, a.duplicates, a.expired, a.gaps), (b.applied, b.duplicates, b.expired, b.gaps));
+        prop_assert_eq!((a.restarts, a.superseded), (b.restarts, b.superseded));
         prop_assert_eq!((a.lag_p50, a.lag_p99), (b.lag_p50, b.lag_p99));
     }
 }

@@ -3,14 +3,17 @@
 //! decoding checks, in order. `sharing`: what an index shares (numbering, dates, salted and
 //! precomputed routes, no exact events), its outbox, and what receivers count of it.
 //! `apply`: applying decisions (each once, aged by the wall clock, expiring on the index
-//! clock, under caps and never-TTLs, removals, restarts, gaps, batches). `lag`: the lag
-//! histogram.
+//! clock, under caps and never-TTLs, removals, restarts, gaps, batches). `converge`:
+//! replicas that exchange decisions late and in any order end alike (numbering under
+//! concurrent recorders, removals and capacity changes ordering older decisions,
+//! restarts told from gaps). `lag`: the lag histogram.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod apply;
 mod codec;
+mod converge;
 mod lag;
 mod sharing;
 

@@ -250,3 +250,23 @@ fn dumps_name_blocks_by_this_index_hashes_never_the_engines() {
     assert_eq!(score(&replayed, &[1, 2, 3], 4), Some(3));
     assert_eq!(replayed.dump_events(), dump);
 }
+
+/// src/snapshot.rs, `SnapshotError::Truncated::expected`: "Bytes expected from the header".
+/// A file cut inside its entries, before the capacity count, expects at least the entries,
+/// the count and the checksum (it said `usize::MAX`, found by an audit).
+#[test]
+fn a_file_cut_inside_its_entries_reports_the_length_its_header_gives() {
+    let (index, _clock) = manual_index(2, Duration::from_secs(60));
+    index.record(1, Query::tokens(&tokens(0, 6))).unwrap();
+    let bytes = index.snapshot().to_bytes();
+    let whole = bytes.len();
+    for cut in [whole - 30, 40] {
+        assert_eq!(
+            Snapshot::from_bytes(&bytes[..cut]),
+            Err(SnapshotError::Truncated {
+                expected: whole,
+                actual: cut
+            })
+        );
+    }
+}

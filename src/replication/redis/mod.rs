@@ -270,13 +270,21 @@ pub struct RedisSyncStats {
     pub dropped: u64,
     /// Other replicas' decisions applied.
     pub applied: u64,
-    /// Stream entries skipped: not a decision of this format version.
+    /// Stream entries skipped: not a decision this build reads (another format version,
+    /// altered bytes, or not a decision at all).
     pub rejected: u64,
     /// Other replicas' decisions skipped as a TTL old on arrival.
     pub expired: u64,
     /// Other replicas' decisions never received (trimmed before this replica read them,
     /// or dropped at their origin).
     pub gaps: u64,
+    /// Other replicas seen restarting with their id
+    /// ([`ReplicationStats::restarts`](crate::replication::ReplicationStats::restarts)).
+    pub restarts: u64,
+    /// Other replicas' decisions about a worker taken before its removal, or capacities
+    /// set before a newer one, skipped (counted in `applied`;
+    /// [`ReplicationStats::superseded`](crate::replication::ReplicationStats::superseded)).
+    pub superseded: u64,
     /// Connections lost or refused, by either thread.
     pub reconnects: u64,
     /// Median of now - decision time at apply, over the decisions applied.
@@ -437,6 +445,8 @@ impl<W: WorkerKey> RedisSync<W> {
             rejected: self.rejected.load(Relaxed),
             expired: r.expired,
             gaps: r.gaps,
+            restarts: r.restarts,
+            superseded: r.superseded,
             reconnects: self.reconnects.load(Relaxed),
             lag_p50: r.lag_p50,
             lag_p99: r.lag_p99,
