@@ -391,6 +391,36 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         self.replication.outbox()
     }
 
+    /// Queues every worker capacity this index knows of a change (set here, learned from a
+    /// report, or applied from another replica; the key not removed since) once more, as
+    /// a decision dated when the capacity last changed, when decisions are shared. For
+    /// transports that keep a window of decisions: capacities never expire, so a replica
+    /// that joins late learns those changed before the window only if they are shared
+    /// again within it ([`RedisSync`](crate::replication::redis) does this every half
+    /// window, and every half `MaxLen` of entries published). Receivers apply each as its
+    /// first arrival did: the latest change of a key wins, whatever the order.
+    ///
+    /// ```
+    /// use approx_kv_index::ApproxKvIndexer;
+    /// use approx_kv_index::replication::Action;
+    /// let index = ApproxKvIndexer::builder().block_size(2).share_decisions(64).build()?;
+    /// index.set_worker_capacity(3, Some(100));
+    /// let outbox = index.outbox().unwrap();
+    /// let first = outbox.pop().unwrap();
+    /// index.reshare_capacities();
+    /// let again = outbox.pop().unwrap();
+    /// assert_eq!((again.action, again.decided_at), (first.action, first.decided_at));
+    /// assert!(again.seq > first.seq);
+    /// # Ok::<(), approx_kv_index::ConfigError>(())
+    /// ```
+    pub fn reshare_capacities(&self) {
+        self.replication.reshare_capacities(|worker_id, dp_rank| {
+            self.core
+                .capacity_of(W::from_parts(worker_id, dp_rank))
+                .map(|c| c as u64)
+        });
+    }
+
     /// Counters of decision sharing: decisions shared and dropped, applied and skipped,
     /// and how late they arrived.
     ///

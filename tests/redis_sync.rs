@@ -137,6 +137,56 @@ fn a_late_joiner_reads_the_retained_window() {
     ));
 }
 
+/// src/indexer.rs, `reshare_capacities`: capacities never expire, and `RedisSync` shares
+/// them again every half window, so a replica that joins after the stream trimmed the
+/// capacity's first decision still learns it (it did not, found by an audit).
+#[test]
+fn a_late_joiner_learns_capacities_changed_before_the_window() {
+    // Nodes of one entry, so that trimming takes exactly the entries older than the window.
+    let Some(server) = RedisServer::start(&["--stream-node-max-entries", "1"]) else {
+        return;
+    };
+    let index = |id| {
+        let index = ApproxKvIndexer::builder()
+            .block_size(4)
+            .ttl(Duration::from_secs(2)) // the window: reshared every second
+            .replica_id(id)
+            .share_decisions(1024);
+        Arc::new(index.build().unwrap())
+    };
+    let config = || RedisConfig::new(server.url()).stream("late-capacity");
+    let early = RedisSync::start(index(1), config()).unwrap();
+    early.index().set_worker_capacity(5, Some(4));
+    early.index().set_worker_capacity(6, None);
+    assert!(eventually(|| early.stats().published >= 2));
+    let mut conn = server.connection();
+    let first_id = |conn: &mut redis::Connection| -> Option<String> {
+        type Entry = (String, Vec<(String, Vec<u8>)>);
+        let range: Vec<Entry> = redis::cmd("XRANGE")
+            .arg("late-capacity")
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .query(conn)
+            .unwrap();
+        range.into_iter().next().map(|(id, _)| id)
+    };
+    let original = first_id(&mut conn).unwrap();
+    // Decisions go on (publishing trims) until the capacities' own entries are gone.
+    let mut n = 0;
+    assert!(eventually(|| {
+        n += 1;
+        early
+            .index()
+            .process_routing_decision_for_request(&prompt(1, n), 1);
+        first_id(&mut conn).is_some_and(|id| id != original)
+    }));
+    let late = RedisSync::start(index(2), config()).unwrap();
+    assert!(eventually(|| late.index().worker_capacity(5) == Some(4)));
+    assert_eq!(late.index().worker_capacity(6), None);
+}
+
 #[test]
 fn killing_and_restarting_the_server_blocks_no_call_and_replicas_catch_up() {
     let Some(mut server) = RedisServer::start(&[]) else {

@@ -99,6 +99,8 @@ fn apply_batch(decisions: &[Decision]) {
             a.duplicates,
             a.expired,
             a.gaps,
+            a.restarts,
+            a.superseded,
             a.lag_p50,
             a.lag_p99
         ),
@@ -107,6 +109,8 @@ fn apply_batch(decisions: &[Decision]) {
             b.duplicates,
             b.expired,
             b.gaps,
+            b.restarts,
+            b.superseded,
             b.lag_p50,
             b.lag_p99
         )

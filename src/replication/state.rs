@@ -61,7 +61,9 @@ pub struct ReplicationStats {
     /// arrived in their time, they change nothing, and are skipped (counted in `applied`).
     pub superseded: u64,
     /// Median time from a decision to its arrival here (wall clocks of both replicas), over
-    /// the decisions applied (those skipped as duplicates, own or a TTL old do not count).
+    /// the decisions applied (those skipped as duplicates, own or a TTL old do not count,
+    /// nor capacity changes, which are shared again dated from the change: see
+    /// [`reshare_capacities`](crate::ApproxKvIndexer::reshare_capacities)).
     pub lag_p50: Duration,
     /// 99th percentile of the same.
     pub lag_p99: Duration,
@@ -147,25 +149,50 @@ impl Replication {
         let Some(outbox) = &self.outbox else {
             return;
         };
-        let action = action();
+        self.queue(outbox, None, action());
+    }
+
+    /// Numbers `action` and queues it, dated `decided_at` (`None`: now). Numbered and
+    /// queued under one lock: receivers skip a number below one they applied.
+    fn queue(&self, outbox: &Outbox, decided_at: Option<Duration>, action: Action) {
         self.shared.fetch_add(1, Relaxed);
-        // Numbered and queued under one lock: receivers skip a number below one applied.
         let mut seq = self.next_seq.lock();
         outbox.push(Decision {
             origin: self.origin,
             seq: *seq,
-            decided_at: self.wall.now(),
+            decided_at: decided_at.unwrap_or_else(|| self.wall.now()),
             action,
         });
         *seq = seq.saturating_add(1);
+    }
+
+    /// Shares every capacity this index knows a time of (set here or by another replica,
+    /// the key not removed since) again, dated when it was changed: a transport that trims
+    /// its stream to a window keeps them in it, so a replica that joins late learns them
+    /// (see `ApproxKvIndexer::reshare_capacities`). `capacity_of` reads a key's capacity.
+    pub(crate) fn reshare_capacities(&self, capacity_of: impl Fn(u64, u32) -> Option<u64>) {
+        let Some(outbox) = &self.outbox else {
+            return;
+        };
+        for ((worker_id, dp_rank), at) in self.order.capacity_times() {
+            let action = Action::SetCapacity {
+                worker_id,
+                dp_rank,
+                capacity: capacity_of(worker_id, dp_rank),
+            };
+            self.queue(outbox, Some(Duration::from_nanos(at)), action);
+        }
     }
 
     /// Notes a local removal or capacity change (it orders other replicas' decisions about
     /// the worker that arrive later: `supersede.rs`), and hands it to the outbox, if
     /// decisions are shared.
     pub(crate) fn share_keyed(&self, action: Action) {
-        self.order.note(&action, nanos(self.wall.now()));
-        self.share(|| action);
+        let now = self.wall.now();
+        self.order.note(&action, nanos(now));
+        if let Some(outbox) = &self.outbox {
+            self.queue(outbox, Some(now), action);
+        }
     }
 
     /// Applies other replicas' decisions once each, in order, through `apply` (given the
@@ -220,7 +247,9 @@ impl Replication {
                                 self.order.note(&decision.action, taken);
                                 apply(at, &decision.action, age)
                             };
-                            tally.outcome(outcome, age, self);
+                            // Capacities are shared again, dated from their change.
+                            let lagged = !matches!(decision.action, Action::SetCapacity { .. });
+                            tally.outcome(outcome, lagged.then_some(age), self);
                             outcome
                         }
                     }

@@ -71,6 +71,13 @@ impl Superseded {
         }
     }
 
+    /// Each key whose capacity was changed here or by another replica (and not removed
+    /// since), with the time of its latest change.
+    pub(crate) fn capacity_times(&self) -> Vec<((WorkerId, u32), u64)> {
+        let times = self.times.read();
+        times.capacity_set.iter().map(|(&k, &t)| (k, t)).collect()
+    }
+
     /// Whether `action`, taken at `at` by another replica, came before a removal of its
     /// worker, or (a capacity) before the key's latest capacity change, noted here.
     pub(crate) fn is_superseded(&self, action: &Action, at: u64) -> bool {

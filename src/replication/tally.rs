@@ -50,13 +50,17 @@ impl Tally {
     /// Counts an applied decision's outcome, `age` old on arrival (only those applied
     /// count in the lag: one skipped for being a TTL old, as a late joiner reads many from
     /// a loosely trimmed stream, would stretch the percentiles with decisions that changed
-    /// nothing here).
-    pub(super) fn outcome(&mut self, outcome: Applied, age: Duration, to: &Replication) {
+    /// nothing here; nor capacities, `None`, which replicas share again dated from their
+    /// change).
+    pub(super) fn outcome(&mut self, outcome: Applied, age: Option<Duration>, to: &Replication) {
         if outcome == Applied::Expired {
             self.expired += 1;
             return;
         }
         self.applied += 1;
+        let Some(age) = age else {
+            return;
+        };
         let bucket = super::lag::bucket_of(age);
         match &mut self.lags {
             Some((b, n)) if *b == bucket => *n += 1,

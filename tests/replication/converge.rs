@@ -203,3 +203,47 @@ fn a_replica_built_at_the_end_of_the_wall_clock_numbers_its_decisions_in_order()
     assert_eq!(origin.apply_decisions(&sent), [Applied::OwnOrigin; 3]);
     let _ = Arc::clone(&wall);
 }
+
+/// src/indexer.rs, `reshare_capacities`: every capacity known of a change is queued again,
+/// dated from the change; a late joiner learns it, the latest change of a key wins
+/// whatever the order, a removed key's is not shared again, and reshared capacities do
+/// not count in the lag.
+#[test]
+fn reshared_capacities_reach_a_late_joiner_and_never_undo_a_later_change() {
+    let c = clock();
+    let (a, b) = (replica(1, &c), replica(2, &c));
+    a.set_worker_capacity(5, Some(4));
+    a.set_worker_capacity(7, Some(9));
+    a.remove_worker(7);
+    exchange(&a, &b);
+    c.advance(Duration::from_secs(3_600)); // long past any window
+    b.set_worker_capacity(5, Some(6)); // B's later change, not yet at A
+    a.reshare_capacities();
+    let reshared = drain(&a);
+    assert_eq!(reshared.len(), 1, "worker 7 was removed: {reshared:?}");
+    assert_eq!(reshared[0].decided_at, super::EPOCH);
+    let late = replica(3, &c);
+    late.apply_decisions(&reshared);
+    assert_eq!(late.worker_capacity(5), Some(4));
+    assert_eq!(late.worker_capacity(7), None);
+    assert_eq!(
+        late.replication_stats().lag_p99,
+        Duration::ZERO,
+        "not in the lag"
+    );
+    b.apply_decisions(&reshared);
+    assert_eq!(
+        b.worker_capacity(5),
+        Some(6),
+        "the older change is superseded"
+    );
+    exchange(&a, &b);
+    assert_eq!(
+        (a.worker_capacity(5), b.worker_capacity(5)),
+        (Some(6), Some(6))
+    );
+    // B shares the latest change again, with its time, and the late joiner takes it.
+    b.reshare_capacities();
+    late.apply_decisions(&drain(&b));
+    assert_eq!(late.worker_capacity(5), Some(6));
+}

@@ -5,7 +5,10 @@
 //! - The **publisher** drains the index's [`Outbox`](crate::replication::Outbox) and
 //!   `XADD`s each decision's encoding (field `d`) to the stream, in pipelined batches,
 //!   trimming it to the [`Retention`]: by time to the TTL window (`MINID ~`), or by length
-//!   in capacity-only mode (`MAXLEN ~`).
+//!   in capacity-only mode (`MAXLEN ~`). Capacities never expire: it shares them again
+//!   ([`ApproxKvIndexer::reshare_capacities`]) every half window (and every half `MaxLen`
+//!   of entries, at least once a minute; never twice within a second), so they stay in
+//!   the stream.
 //! - The **subscriber** first reads the whole retained window (a replica that joins late
 //!   starts warm), then tails the stream with blocking `XREAD`s, applying the decisions
 //!   of each read, in order, with [`ApproxKvIndexer::apply_decisions`] (with
@@ -82,7 +85,8 @@ const DEFAULT_MAX_LEN: usize = 1_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retention {
     /// Entries younger than this (by stream id, the server's milliseconds): the TTL, so a
-    /// late joiner reads every decision still live.
+    /// late joiner reads every decision still live (capacities, which never expire, are
+    /// shared again every half window).
     Window(Duration),
     /// About this many newest entries (for capacity-only mode, where decisions never
     /// expire).

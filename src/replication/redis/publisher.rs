@@ -1,9 +1,10 @@
 //! The publisher thread: drains the index's outbox into the stream with `XADD`, trimming
-//! it as it goes.
+//! it as it goes, and shares the index's capacities again each half retention
+//! ([`ApproxKvIndexer::reshare_capacities`]), so that they stay in the stream's window.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::link::{Link, Stop};
 use super::{RedisConfig, Retention};
@@ -26,7 +27,11 @@ pub(super) fn run<W: WorkerKey>(
     // failure (at most one batch), so a reconnect publishes them.
     // (Room for a default batch up front: `config.batch` may be any size.)
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(config.batch.min(512));
+    let mut reshare = Reshare::new(&config);
     while !stop.is_stopped() {
+        if reshare.is_due(published.load(Relaxed)) {
+            index.reshare_capacities();
+        }
         while batch.len() < config.batch {
             match outbox.pop() {
                 Some(decision) => batch.push(decision.encode()),
@@ -48,6 +53,51 @@ pub(super) fn run<W: WorkerKey>(
             }
             Err(_) => link.failed(&stop),
         }
+    }
+}
+
+/// When to share the capacities again: each half of the retention, by time (a window) or
+/// by entries published (a length; at least once every `MAX_LEN_PERIOD` too), and never
+/// twice within `MIN_PERIOD` (a stream too short for the capacities would otherwise be
+/// flooded with them).
+struct Reshare {
+    period: Duration,
+    entries: u64,
+    last: Instant,
+    published: u64,
+}
+
+/// The period of a length-bound stream's reshares, whatever it publishes.
+const MAX_LEN_PERIOD: Duration = Duration::from_secs(60);
+/// The shortest time between two reshares.
+const MIN_PERIOD: Duration = Duration::from_secs(1);
+
+impl Reshare {
+    fn new(config: &RedisConfig) -> Self {
+        let (period, entries) = match config.retention {
+            Some(Retention::Window(window)) => (window / 2, u64::MAX),
+            Some(Retention::MaxLen(len)) => (MAX_LEN_PERIOD, (len as u64 / 2).max(1)),
+            None => (MAX_LEN_PERIOD, u64::MAX), // `start` resolves it first
+        };
+        Self {
+            period,
+            entries,
+            last: Instant::now(),
+            published: 0,
+        }
+    }
+
+    /// Whether a reshare is due, `published` entries having been published in all; if
+    /// so, it counts from now.
+    fn is_due(&mut self, published: u64) -> bool {
+        let elapsed = self.last.elapsed();
+        let due = elapsed >= MIN_PERIOD
+            && (elapsed >= self.period || published.saturating_sub(self.published) >= self.entries);
+        if due {
+            self.last = Instant::now();
+            self.published = published;
+        }
+        due
     }
 }
 
