@@ -9,7 +9,9 @@ use crate::core::Core;
 use crate::error::{ConfigError, RecordError};
 use crate::events::RouterEvent;
 use crate::query::Query;
-use crate::replication::{Action, Applied, Decision, Outbox, Replication, ReplicationStats};
+use crate::replication::{
+    Action, Applied, CapacityOf, Decision, Outbox, Replication, ReplicationStats,
+};
 use crate::scores::{OverlapScores, ScoreSink};
 use crate::stats::IndexStats;
 use crate::timers::sweeper::Sweeper;
@@ -414,11 +416,15 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// # Ok::<(), approx_kv_index::ConfigError>(())
     /// ```
     pub fn reshare_capacities(&self) {
-        self.replication.reshare_capacities(|worker_id, dp_rank| {
-            self.core
-                .capacity_of(W::from_parts(worker_id, dp_rank))
-                .map(|c| c as u64)
-        });
+        self.replication.reshare_capacities();
+    }
+
+    /// Sets again a capacity that another replica changed after a removal here (its
+    /// decision arrived first): it outlives the removal.
+    pub(crate) fn keep_capacity(&self, ((worker_id, dp_rank), capacity): CapacityOf) {
+        let capacity = capacity.map(|c| usize::try_from(c).unwrap_or(usize::MAX));
+        self.core
+            .set_capacity(W::from_parts(worker_id, dp_rank), capacity);
     }
 
     /// Counters of decision sharing: decisions shared and dropped, applied and skipped,
@@ -468,12 +474,16 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert_eq!(index.worker_capacity(7), Some(2));
     /// ```
     pub fn set_worker_capacity(&self, worker: W, capacity: Option<usize>) {
-        self.core.set_capacity(worker, capacity);
-        self.replication.share_keyed(Action::SetCapacity {
+        let action = Action::SetCapacity {
             worker_id: worker.worker_id(),
             dp_rank: worker.dp_rank(),
             capacity: capacity.map(|c| c as u64),
-        });
+        };
+        self.replication.take_keyed(
+            action,
+            || self.core.set_capacity(worker, capacity),
+            |kept| self.keep_capacity(kept),
+        );
     }
 
     /// The capacity set for `worker` with [`set_worker_capacity`](Self::set_worker_capacity),
@@ -500,9 +510,12 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// assert!(index.find(Query::tokens(&[1, 2])).scores.is_empty());
     /// ```
     pub fn remove_worker(&self, worker: WorkerId) {
-        self.core.remove_worker(worker);
-        self.replication
-            .share_keyed(Action::RemoveWorker { worker_id: worker });
+        let action = Action::RemoveWorker { worker_id: worker };
+        self.replication.take_keyed(
+            action,
+            || self.core.remove_worker(worker),
+            |kept| self.keep_capacity(kept),
+        );
     }
 
     /// The (block, worker) entries `worker` holds, all its ranks together (0 for a worker
@@ -531,11 +544,15 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// worker (the others stay); for plain ids, the same as
     /// [`remove_worker`](Self::remove_worker).
     pub fn remove_worker_key(&self, worker: W) {
-        self.core.remove_key(worker);
-        self.replication.share_keyed(Action::RemoveKey {
+        let action = Action::RemoveKey {
             worker_id: worker.worker_id(),
             dp_rank: worker.dp_rank(),
-        });
+        };
+        self.replication.take_keyed(
+            action,
+            || self.core.remove_key(worker),
+            |kept| self.keep_capacity(kept),
+        );
     }
 
     /// Every live (block, worker) pair as a one-block `Stored` event, parents before
@@ -581,7 +598,12 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// `max_entries` in an order of their own. A snapshot of another block size is refused
     /// and changes nothing.
     pub fn restore(&self, snapshot: &crate::Snapshot) -> Result<(), crate::SnapshotError> {
-        self.core.restore::<W>(snapshot)
+        self.core.restore::<W>(snapshot)?;
+        // The snapshot does not say when its capacities changed: not shared again.
+        for c in &snapshot.capacities {
+            self.replication.forget_capacity((c.worker_id, c.dp_rank));
+        }
+        Ok(())
     }
 
     /// Sizes and counters. Taken without stopping callers, so approximate while they run.

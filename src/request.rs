@@ -269,11 +269,14 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
                 .iter()
                 .map(|p| (p.worker_id, p.dp_rank));
             for (worker_id, dp_rank) in std::iter::once((worker_id, dp_rank)).chain(raised) {
-                self.replication.share_keyed(Action::SetCapacity {
+                // Set already, by the report: noted and shared.
+                let action = Action::SetCapacity {
                     worker_id,
                     dp_rank,
                     capacity: Some(capacity as u64),
-                });
+                };
+                self.replication
+                    .take_keyed(action, || (), |kept| self.keep_capacity(kept));
             }
         }
     }

@@ -47,3 +47,4 @@ pub use lag::LagHistogram;
 pub use outbox::Outbox;
 pub(crate) use state::Replication;
 pub use state::{Applied, ReplicationStats};
+pub(crate) use supersede::CapacityOf;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::decision::{Action, Decision, ReplicaId};
 use super::lag::LagHistogram;
 use super::outbox::Outbox;
-use super::supersede::Superseded;
+use super::supersede::{CapacityOf, Superseded};
 use super::tally::Tally;
 use crate::clock::{nanos, Clock};
 
@@ -51,10 +51,11 @@ pub struct ReplicationStats {
     /// counted in `restarts` instead.
     pub gaps: u64,
     /// Other replicas seen starting again under the same id. An origin numbers its
-    /// decisions from its start time in nanoseconds, so a restart jumps its numbers by
-    /// about the time since its first start: a jump of more than 65,536 numbers, and of
-    /// more than one number per 64 ns between the two decisions' times (no replica
-    /// decides 15 million times a second), is a restart, not gaps.
+    /// decisions from half its start time in nanoseconds, one number a decision, so within
+    /// one run its numbers stay below half the time of its latest decision (fewer than one
+    /// decision per 2 ns): a number more than 2^20 above half the latest time this replica
+    /// saw from it is a restart's. A wall clock that stands still counts a jump of more
+    /// than 2^20 numbers (decisions lost) as a restart.
     pub restarts: u64,
     /// Other replicas' decisions about a worker taken before it was removed, or capacities
     /// set before a newer one of the key, here or by any replica: applied as if they had
@@ -69,18 +70,22 @@ pub struct ReplicationStats {
     pub lag_p99: Duration,
 }
 
-/// An origin's highest sequence number applied and that decision's time in wall-clock
-/// nanoseconds (`None`: none yet), locked while one of its decisions is applied.
+/// An origin's highest sequence number applied and the latest time (wall-clock
+/// nanoseconds) of its decisions applied (`None`: none yet), locked while one of its
+/// decisions is applied.
 type OriginSeq = parking_lot::Mutex<Option<(u64, u64)>>;
 
-/// The highest number a replica starts its decisions from: half the numbers stay free
-/// above it, so they never wrap (a wall clock past 2262 starts here).
-const LAST_FIRST_SEQ: u64 = u64::MAX >> 1;
+/// The first number of a replica built at wall-clock time `started` (ns): half of it, so
+/// that numbers never wrap (2^63 of them stay free above), and a replica restarted with
+/// its id goes on above its old numbers if it took fewer than one decision per 2 ns.
+fn first_seq(started: u64) -> u64 {
+    started / 2
+}
 
-/// Whether an origin's numbers jumping by `skipped + 1` between two of its decisions
-/// taken `elapsed` nanoseconds apart show a restart (see `ReplicationStats::restarts`).
-fn is_restart(skipped: u64, elapsed: u64) -> bool {
-    skipped > (elapsed / 64).max(1 << 16)
+/// Whether `seq`, from an origin whose latest decision applied here was taken at `latest`
+/// (ns), is a restart's number (see `ReplicationStats::restarts`).
+fn is_restart(seq: u64, latest: u64) -> bool {
+    seq > first_seq(latest).saturating_add(1 << 20)
 }
 
 /// The sharing state of one index.
@@ -121,9 +126,7 @@ impl Replication {
         outbox: Option<usize>,
     ) -> Self {
         let started = nanos(wall.now());
-        // Numbered from the start time, so a restarted replica keeping its id goes on
-        // above its old numbers (unless it took more than one decision a nanosecond).
-        let first_seq = started.min(LAST_FIRST_SEQ);
+        let first_seq = first_seq(started);
         Self {
             origin: origin.unwrap_or_else(|| random_id(started)),
             wall,
@@ -169,30 +172,52 @@ impl Replication {
     /// Shares every capacity this index knows a time of (set here or by another replica,
     /// the key not removed since) again, dated when it was changed: a transport that trims
     /// its stream to a window keeps them in it, so a replica that joins late learns them
-    /// (see `ApproxKvIndexer::reshare_capacities`). `capacity_of` reads a key's capacity.
-    pub(crate) fn reshare_capacities(&self, capacity_of: impl Fn(u64, u32) -> Option<u64>) {
+    /// (see `ApproxKvIndexer::reshare_capacities`).
+    pub(crate) fn reshare_capacities(&self) {
         let Some(outbox) = &self.outbox else {
             return;
         };
-        for ((worker_id, dp_rank), at) in self.order.capacity_times() {
+        for ((at, origin), ((worker_id, dp_rank), capacity)) in self.order.capacity_stamps() {
             let action = Action::SetCapacity {
                 worker_id,
                 dp_rank,
-                capacity: capacity_of(worker_id, dp_rank),
+                capacity,
             };
-            self.queue(outbox, Some(Duration::from_nanos(at)), action);
+            if origin == self.origin {
+                self.queue(outbox, Some(Duration::from_nanos(at)), action);
+            } else {
+                // Another replica's change: shared as this replica's decision, so its stamp
+                // (this id) may order it a little differently against one taken at the
+                // same reading; the nanosecond before keeps it behind those.
+                let at = Duration::from_nanos(at.saturating_sub(1));
+                self.queue(outbox, Some(at), action);
+            }
         }
     }
 
-    /// Notes a local removal or capacity change (it orders other replicas' decisions about
-    /// the worker that arrive later: `supersede.rs`), and hands it to the outbox, if
-    /// decisions are shared.
-    pub(crate) fn share_keyed(&self, action: Action) {
+    /// Applies a local removal or capacity change (`apply`) in the order that other
+    /// replicas' decisions about the worker are applied in (`supersede.rs`), sets again
+    /// (`keep`) the capacities of removed keys changed after it, and hands it to the outbox,
+    /// if decisions are shared.
+    pub(crate) fn take_keyed(
+        &self,
+        action: Action,
+        apply: impl FnOnce(),
+        keep: impl FnMut(CapacityOf),
+    ) {
         let now = self.wall.now();
-        self.order.note(&action, nanos(now));
+        let stamp = (nanos(now), self.origin);
+        if let Some(((), kept)) = self.order.apply_in_order(&action, stamp, stamp.0, apply) {
+            kept.into_iter().for_each(keep);
+        }
         if let Some(outbox) = &self.outbox {
             self.queue(outbox, Some(now), action);
         }
+    }
+
+    /// Forgets when `key`'s capacity changed (a restore set it).
+    pub(crate) fn forget_capacity(&self, key: (u64, u32)) {
+        self.order.forget_capacity(key);
     }
 
     /// Applies other replicas' decisions once each, in order, through `apply` (given the
@@ -230,22 +255,44 @@ impl Replication {
                             Applied::Duplicate
                         } else {
                             let taken = nanos(decision.decided_at);
-                            if let Some((seq, then)) = *last {
-                                let skipped = decision.seq - seq - 1;
-                                if is_restart(skipped, taken.saturating_sub(then)) {
-                                    tally.restart();
-                                } else {
-                                    tally.gaps(skipped);
+                            let latest = match *last {
+                                Some((seq, latest)) => {
+                                    if is_restart(decision.seq, latest) {
+                                        tally.restart();
+                                    } else {
+                                        tally.gaps(decision.seq - seq - 1);
+                                    }
+                                    latest.max(taken)
                                 }
-                            }
-                            *last = Some((decision.seq, taken));
-                            let age = self.wall.now().saturating_sub(decision.decided_at);
-                            let outcome = if self.order.is_superseded(&decision.action, taken) {
-                                tally.superseded();
-                                Applied::Applied
-                            } else {
-                                self.order.note(&decision.action, taken);
-                                apply(at, &decision.action, age)
+                                None => taken,
+                            };
+                            *last = Some((decision.seq, latest));
+                            let now = self.wall.now();
+                            let age = now.saturating_sub(decision.decided_at);
+                            let stamp = (taken, decision.origin);
+                            let applied = self.order.apply_in_order(
+                                &decision.action,
+                                stamp,
+                                nanos(now),
+                                || apply(at, &decision.action, age),
+                            );
+                            let outcome = match applied {
+                                Some((outcome, kept)) => {
+                                    // Capacities changed after a removal outlive it.
+                                    for ((worker_id, dp_rank), capacity) in kept {
+                                        let set = Action::SetCapacity {
+                                            worker_id,
+                                            dp_rank,
+                                            capacity,
+                                        };
+                                        apply(at, &set, age);
+                                    }
+                                    outcome
+                                }
+                                None => {
+                                    tally.superseded();
+                                    Applied::Applied
+                                }
                             };
                             // Capacities are shared again, dated from their change.
                             let lagged = !matches!(decision.action, Action::SetCapacity { .. });

@@ -22,8 +22,8 @@ fn drain<W: WorkerKey>(from: &ApproxKvIndexer<W>) -> Vec<Decision> {
 
 /// docs/design.md, Sharing decisions, Producing: "each local route (its tokens hashes, at
 /// most `MAX_BLOCKS`), `remove_worker` and `remove_worker_key` becomes a `Decision { origin,
-/// seq, decided_at, action }` ... `seq` starts at the wall-clock nanoseconds of the index's
-/// creation ... `decided_at` is wall-clock time"; src/sharing/decision.rs, `Decision::seq`:
+/// seq, decided_at, action }` ... `seq` starts at half the wall-clock nanoseconds of the
+/// index's creation ... `decided_at` is wall-clock time"; src/sharing/decision.rs, `Decision::seq`:
 /// "each decision gets the next one".
 #[test]
 fn shared_decisions_are_numbered_from_the_creation_time_and_dated_by_the_wall_clock() {
@@ -46,7 +46,7 @@ fn shared_decisions_are_numbered_from_the_creation_time_and_dated_by_the_wall_cl
     let outbox = index.outbox().unwrap();
     let sent: Vec<_> = std::iter::from_fn(|| outbox.pop()).collect();
     assert_eq!(sent.len(), 3);
-    let first = EPOCH.as_nanos() as u64;
+    let first = EPOCH.as_nanos() as u64 / 2;
     for (i, d) in sent.iter().enumerate() {
         assert_eq!(d.origin, 42);
         assert_eq!(d.seq, first + i as u64);
