@@ -394,8 +394,10 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     }
 
     /// Queues every worker capacity this index knows of a change (set here, learned from a
-    /// report, or applied from another replica; the key not removed since) once more, as
-    /// a decision dated when the capacity last changed, when decisions are shared. For
+    /// report, or applied from another replica; the key not removed since, and not set by
+    /// a [`restore`](Self::restore), whose snapshot does not say when it changed) once
+    /// more, as a decision dated when the capacity last changed, when decisions are
+    /// shared. For
     /// transports that keep a window of decisions: capacities never expire, so a replica
     /// that joins late learns those changed before the window only if they are shared
     /// again within it ([`RedisSync`](crate::replication::redis) does this every half
