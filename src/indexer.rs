@@ -400,7 +400,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// shared. For
     /// transports that keep a window of decisions: capacities never expire, so a replica
     /// that joins late learns those changed before the window only if they are shared
-    /// again within it ([`RedisSync`](crate::replication::redis) does this every half
+    /// again within it (`RedisSync` (feature `redis`) does this every half
     /// window, and every half `MaxLen` of entries published). Receivers apply each as its
     /// first arrival did: the latest change of a key wins, whatever the order.
     ///
