@@ -63,9 +63,20 @@ class Router:
             self.finish(*done)
 
 
+def positive_int(text):
+    """An argparse type: a whole number of at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--threads", type=positive_int, default=4, help="router threads (at least 1)")
     parser.add_argument("--limit", type=int, default=None, help="requests (default: all 2,000)")
     parser.add_argument("--block-size", type=int, default=64)
     parser.add_argument("--ttl", type=float, default=120.0, help="seconds (inf: never)")

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use approx_kv_tools::chart::{self, hex, Lines, Series, SeriesLabelPosition};
+use approx_kv_tools::outln;
 use approx_kv_tools::progress::{self, When};
 use clap::{Parser, ValueEnum};
 
@@ -262,13 +263,23 @@ fn main() {
         })
         .collect();
     let blocks: usize = seqs.iter().map(Vec::len).sum();
+    if blocks == 0 {
+        // Nothing to find or record: every figure would be of empty prompts.
+        let longest = reqs.iter().map(Vec::len).max().unwrap_or(0);
+        fail(&format!(
+            "trace '{}': no request has a full block of {} tokens (the longest prompt has \
+             {longest}), so there is no prefix to index",
+            trace.display(),
+            subjects::BLOCK,
+        ));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
     let h = runtime.handle().clone();
-    println!(
+    outln!(
         "trace {}: {} requests, {} blocks of {} tokens; {} workers; {} rounds; {} router \
          threads; {} CPUs",
         trace.display(),
@@ -310,7 +321,7 @@ fn main() {
             };
             bar.inc(1);
             let name = only.to_possible_value().expect("no skipped variant");
-            bar.suspend(|| println!("round {}: {} {row:?}", round + 1, name.get_name()));
+            bar.suspend(|| outln!("round {}: {} {row:?}", round + 1, name.get_name()));
         }
         bar.finish_and_clear();
         return;

@@ -1,5 +1,7 @@
 //! The figures of one subject in one round, and the table over rounds.
 
+use approx_kv_tools::outln;
+
 /// Subjects per round, in table order: ours, Dynamo's pool, Dynamo's actor, SMG's
 /// `ChainIndex`, SMG's `TokenTree`.
 pub const SUBJECTS: usize = 5;
@@ -260,12 +262,12 @@ pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize, workers: usize, smg_fit
             Target::None,
         ),
     ];
-    println!();
-    println!(
+    outln!();
+    outln!(
         "| figure | ours | dynamo pool | ours / pool | target | met | dynamo actor | ours / actor \
          | smg | ours / smg | smg token tree | ours / token tree |"
     );
-    println!("|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|");
+    outln!("|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|");
     for (name, get, target) in figures {
         let med = |k: usize| median(rounds.iter().map(|r| get(&r[k])).collect());
         let ratio = |k: usize| median(rounds.iter().map(|r| get(&r[0]) / get(&r[k])).collect());
@@ -283,7 +285,7 @@ pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize, workers: usize, smg_fit
             Some(false) => "**no**",
             None => "",
         };
-        println!(
+        outln!(
             "| {name} | {} | {} | {} | {text} | {met} | {} | {} | {} | {} | {} | {} |",
             fmt(ours),
             fmt(pool),
@@ -296,19 +298,19 @@ pub fn print(rounds: &[[Row; SUBJECTS]], threads: usize, workers: usize, smg_fit
             fmt(vs_tree)
         );
     }
-    println!();
-    println!(
+    outln!();
+    outln!(
         "smg: SMG's ChainIndex, exact and event-driven (a routing decision is applied as the \
          engine's store event), no TTL (expiry n/a)."
     );
     if !smg_fits {
-        println!(
+        outln!(
             "smg: a ChainIndex takes at most {} workers: its figures over {workers} workers \
              are n/a (the shared-prefix ones stand).",
             crate::subjects::SMG_MAX_WORKERS
         );
     }
-    println!(
+    outln!(
         "smg token tree: SMG's TokenTree (page = {} tokens, LRU), no TTL (expiry n/a); a find \
          reports the deepest match and up to {} of its tenants, not every worker's overlap, so \
          its routing sees those workers only and its find at 128 and 1024 sharers reports 8; \

@@ -25,6 +25,8 @@ pub fn tokens_for(hash_ids: &[u64], input_length: usize) -> Vec<u32> {
 }
 
 /// The requests of a JSONL trace, in order, as token vectors (at most `limit` of them).
+/// A line that is not JSON, lacks `hash_ids` or `input_length`, or has a hash id that is
+/// not a whole number >= 0 is an error naming the file and the line.
 pub fn load(path: &Path, limit: usize) -> Result<Vec<Vec<u32>>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read trace '{}': {e}", path.display()))?;
@@ -36,18 +38,77 @@ pub fn load(path: &Path, limit: usize) -> Result<Vec<Vec<u32>>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("line {}: {e}", n + 1))?;
-        let ids: Vec<u64> = v["hash_ids"]
-            .as_array()
-            .ok_or_else(|| format!("line {}: no hash_ids", n + 1))?
-            .iter()
-            .filter_map(|x| x.as_u64())
-            .collect();
-        let len = v["input_length"]
-            .as_u64()
-            .ok_or_else(|| format!("line {}: no input_length", n + 1))?;
-        out.push(tokens_for(&ids, len as usize));
+        let at = |why: String| format!("{}:{}: {why}", path.display(), n + 1);
+        out.push(request(line).map_err(at)?);
     }
     Ok(out)
+}
+
+/// The tokens of one non-blank line.
+fn request(line: &str) -> Result<Vec<u32>, String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let ids = v["hash_ids"]
+        .as_array()
+        .ok_or("no hash_ids (an array of ids)")?
+        .iter()
+        .enumerate()
+        .map(|(k, x)| {
+            x.as_u64()
+                .ok_or_else(|| format!("hash_ids[{k}] is {x}, not an id (a whole number >= 0)"))
+        })
+        .collect::<Result<Vec<u64>, String>>()?;
+    let len = v["input_length"]
+        .as_u64()
+        .ok_or("no input_length (a whole number >= 0)")?;
+    Ok(tokens_for(&ids, usize::try_from(len).unwrap_or(usize::MAX)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_lines(name: &str, lines: &[&str]) -> Result<Vec<Vec<u32>>, String> {
+        let path = std::env::temp_dir().join(format!(
+            "approx-kv-compare-trace-{}-{name}.jsonl",
+            std::process::id()
+        ));
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let got = load(&path, usize::MAX);
+        std::fs::remove_file(&path).unwrap();
+        got
+    }
+
+    #[test]
+    fn ids_that_are_not_whole_numbers_are_errors_naming_the_line() {
+        let good = r#"{"input_length": 600, "hash_ids": [1, 2]}"#;
+        let reqs = load_lines("good", &[good, "", good]).unwrap();
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs[0].len(), 600);
+        for (bad, why) in [
+            (
+                r#"{"input_length": 600, "hash_ids": [1, 2.5]}"#,
+                "hash_ids[1] is 2.5",
+            ),
+            (
+                r#"{"input_length": 600, "hash_ids": [-1, 2]}"#,
+                "hash_ids[0] is -1",
+            ),
+            (
+                r#"{"input_length": 600, "hash_ids": ["a"]}"#,
+                "hash_ids[0] is \"a\"",
+            ),
+            (r#"{"input_length": 600, "hash_ids": 3}"#, "no hash_ids"),
+            (
+                r#"{"input_length": -5, "hash_ids": [1]}"#,
+                "no input_length",
+            ),
+            ("{", "EOF while parsing"),
+        ] {
+            let e = load_lines("bad", &[good, "", bad]).unwrap_err();
+            assert!(
+                e.contains("-bad.jsonl:3: ") && e.contains(why),
+                "{bad}: {e}"
+            );
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! (three requests, one round) that checks every subject's rows are printed and drawn, and a
 //! small one over 1,024 workers.
 
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_approx-kv-compare"))
@@ -62,7 +62,7 @@ fn version_prints_the_version() {
 
 #[test]
 fn usage_errors_are_one_line_naming_the_problem() {
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--rounds", "x"], "'x' for '--rounds <N>'"),
         (&["--rounds", "0"], "'0' for '--rounds <N>'"),
         (&["--threads", "-1"], "'-1' for '--threads <N>'"),
@@ -74,6 +74,10 @@ fn usage_errors_are_one_line_naming_the_problem() {
         ),
         (&["--progres", "never"], "did you mean '--progress'?"),
         (&["extra"], "unexpected argument 'extra'"),
+        (
+            &["--rounds"],
+            "a value is required for '--rounds <N>' but none was supplied (see --help)",
+        ),
     ];
     for (args, why) in cases {
         let o = run(args);
@@ -97,6 +101,81 @@ fn a_missing_trace_is_one_line_naming_it() {
         err.starts_with("error: cannot read trace '/nonexistent/trace.jsonl'"),
         "{err}"
     );
+}
+
+/// A trace file of `lines` in a fresh scratch directory; returns (directory, file).
+fn scratch_trace(name: &str, lines: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "approx-kv-compare-cli-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    (dir, path)
+}
+
+/// A hash id that is not a whole number >= 0 is an error naming the line, not dropped.
+#[test]
+fn a_bad_hash_id_is_one_line_naming_the_line() {
+    let (dir, path) = scratch_trace(
+        "bad-id",
+        &[
+            r#"{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}"#,
+            r#"{"timestamp": 1, "input_length": 600, "output_length": 1, "hash_ids": [1, -2]}"#,
+        ],
+    );
+    let o = run(&[&["--trace", path.to_str().unwrap()], TINY.as_slice()].concat());
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("trace.jsonl:2: hash_ids[1] is -2, not an id"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Prompts all shorter than one block leave nothing to index: an input error, not a table
+/// of figures over empty prompts.
+#[test]
+fn a_trace_without_a_full_block_is_an_error() {
+    let (dir, path) = scratch_trace(
+        "short",
+        &[
+            r#"{"timestamp": 0, "input_length": 50, "output_length": 1, "hash_ids": [1]}"#,
+            r#"{"timestamp": 1, "input_length": 63, "output_length": 1, "hash_ids": [2]}"#,
+        ],
+    );
+    let o = run(&[&["--trace", path.to_str().unwrap()], TINY.as_slice()].concat());
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no request has a full block of 64 tokens") && err.contains("has 63"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A reader that closes the pipe early (`approx-kv-compare | head -1`): the bench ends
+/// quietly with status 0, not with a "Broken pipe" panic (status 101). The pipe is closed
+/// before the bench writes anything, so its first write fails, every time.
+#[test]
+fn a_closed_stdout_ends_the_run_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_approx-kv-compare"))
+        .args(TINY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
 }
 
 /// The cells of a table row, without the outer bars.

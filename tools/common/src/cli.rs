@@ -42,8 +42,11 @@ pub fn one_line(e: &clap::Error) -> String {
         .unwrap_or("error: invalid arguments")
         .trim_end()
         .to_string();
+    // clap attaches an empty list to a missing value of an option without fixed values.
     if let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) {
-        line.push_str(&format!("; possible values: {}", valid.join(", ")));
+        if !valid.is_empty() {
+            line.push_str(&format!("; possible values: {}", valid.join(", ")));
+        }
     }
     if let Some(meant) = e.get(ContextKind::SuggestedArg) {
         line.push_str(&format!("; did you mean '{meant}'?"));
@@ -78,6 +81,9 @@ mod tests {
         /// A rate.
         #[arg(long, value_parser = positive_f64)]
         rate: Option<f64>,
+        /// A mode.
+        #[arg(long, value_parser = ["fast", "slow"])]
+        mode: Option<String>,
     }
 
     fn error(args: &[&str]) -> String {
@@ -101,5 +107,22 @@ mod tests {
             assert!(line.ends_with("(see --help)"), "{line}");
         }
         assert_eq!(parse_from::<Opts, _, _>(["t", "--n", "5"]).n, 5);
+    }
+
+    #[test]
+    fn possible_values_are_listed_only_when_there_are_some() {
+        // A missing value of an option that takes any number: no empty list.
+        assert_eq!(
+            error(&["--n"]),
+            "error: a value is required for '--n <N>' but none was supplied (see --help)"
+        );
+        // A missing or invalid value of an option with fixed values: they are listed.
+        for args in [&["--mode"][..], &["--mode", "x"]] {
+            let line = error(args);
+            assert!(
+                line.contains("; possible values: fast, slow (see --help)"),
+                "{line}"
+            );
+        }
     }
 }

@@ -73,24 +73,19 @@ pub struct Cli {
     )]
     cluster: ClusterKind,
     /// With --cluster realistic: which perturbations, comma-separated (sizes, pins,
-    /// restarts, foreign)
+    /// restarts, foreign) [default: sizes,pins,restarts,foreign]
     #[arg(
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "sizes,pins,restarts,foreign",
         help_heading = "Cluster"
     )]
-    perturbations: Vec<Perturbation>,
-    /// What the request-aware runs know of capacities at start: true, unknown, low4
-    /// (a quarter of the mean for all), high4 (four times)
-    #[arg(
-        long,
-        value_name = "KIND",
-        default_value = "true",
-        help_heading = "Cluster"
-    )]
-    capacity_start: CapacityStart,
+    perturbations: Option<Vec<Perturbation>>,
+    /// What the request-aware runs (approx-lease, approx-feedback, approx-learning,
+    /// approx-hybrid) know of capacities at start: true, unknown, low4 (a quarter of the
+    /// mean for all), high4 (four times) [default: true]
+    #[arg(long, value_name = "KIND", help_heading = "Cluster")]
+    capacity_start: Option<CapacityStart>,
 
     /// The engines publish KV events, delivered to the router SECS seconds after they
     /// happen (approx-hybrid and events-only rows)
@@ -118,7 +113,8 @@ pub struct Cli {
     /// Score = X * overlap blocks - load
     #[arg(long, value_name = "X", default_value_t = 1.0, value_parser = weight, help_heading = "Routing")]
     overlap_weight: f64,
-    /// Seed of the random policy
+    /// Seed of the random policy, of the replicas' load balancer (--replicas) and, with
+    /// --cluster realistic, of the foreign requests and the restart times
     #[arg(long, value_name = "N", default_value_t = 42, help_heading = "Routing")]
     seed: u64,
 
@@ -136,17 +132,14 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = replicas, help_heading = "Replicas")]
     replicas: usize,
     /// How replicas share decisions: none, memory (in process, --sync-delay late) or
-    /// redis://HOST:PORT (a real server; build with --features redis)
+    /// redis://HOST:PORT (a real server; build with --features redis); all but none need
+    /// --replicas 2 or more
     #[arg(long, value_name = "MODE", default_value = "none", value_parser = sync_mode, help_heading = "Replicas")]
     sync: SyncMode,
-    /// Trace time from a decision to the other replicas, in ms (--sync memory)
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = 0,
-        help_heading = "Replicas"
-    )]
-    sync_delay: u64,
+    /// Trace time from a decision to the other replicas, in ms (needs --sync memory)
+    /// [default: 0]
+    #[arg(long, value_name = "MS", help_heading = "Replicas")]
+    sync_delay: Option<u64>,
     /// PEM file of the root certificate(s) that a rediss:// server is verified against (a
     /// private CA; default: the system's roots). Needs --sync rediss://... and a build
     /// with --features redis-tls
@@ -156,7 +149,7 @@ pub struct Cli {
     /// Replay only the first N requests
     #[arg(long, value_name = "N", value_parser = positive::<usize>, help_heading = "Replay")]
     limit: Option<usize>,
-    /// Skip malformed lines (listed on stderr) instead of stopping
+    /// Skip malformed lines instead of stopping (counted on stderr, the first five listed)
     #[arg(long, help_heading = "Replay")]
     skip_bad_lines: bool,
 
@@ -204,6 +197,17 @@ pub enum PolicyKind {
     Bound,
     /// Exact knowledge of the simulated caches
     Oracle,
+}
+
+impl PolicyKind {
+    /// Whether the rows of this family start from `--capacity-start`'s capacities.
+    pub fn reads_capacity_start(self) -> bool {
+        use PolicyKind::*;
+        matches!(
+            self,
+            ApproxLease | ApproxFeedback | ApproxLearning | ApproxHybrid
+        )
+    }
 }
 
 /// `--cluster`.
@@ -266,7 +270,7 @@ pub struct Options {
     pub threshold: u32,
     /// Weight of one overlap block against one outstanding request.
     pub overlap_weight: f64,
-    /// Seed of the random policy.
+    /// Seed of the random policy, the load balancer, the foreign requests and the restarts.
     pub seed: u64,
     /// Wall pacing.
     pub pace: Pace,
@@ -287,12 +291,42 @@ pub struct Options {
 }
 
 impl Cli {
-    /// What clap cannot check alone: options that only some `--sync` modes take.
+    /// What clap cannot check alone: options that only some other options' values use
+    /// (some `--sync` modes, several replicas, the realistic cluster, some policies). An
+    /// option that would be ignored is a usage error rather than silently dropped.
     pub fn check(self) -> Result<Self, String> {
         if self.sync_tls_ca.is_some()
             && !matches!(&self.sync, SyncMode::Redis(url) if url.starts_with("rediss://"))
         {
             return Err("error: --sync-tls-ca needs --sync rediss://HOST:PORT (see --help)".into());
+        }
+        if self.sync_delay.is_some() && self.sync != SyncMode::Memory {
+            return Err("error: --sync-delay needs --sync memory (see --help)".into());
+        }
+        if self.sync != SyncMode::None && self.replicas < 2 {
+            return Err(
+                "error: --sync needs --replicas 2 or more (one replica has no one to share \
+                 with; see --help)"
+                    .into(),
+            );
+        }
+        let realistic = self.cluster == ClusterKind::Realistic;
+        if self.perturbations.is_some() && !realistic {
+            return Err("error: --perturbations needs --cluster realistic (see --help)".into());
+        }
+        // The rows that read --capacity-start: the request-aware ones, which the realistic
+        // cluster runs by default and --policies can ask for in either cluster.
+        let reads_capacity_start = match &self.policies {
+            Some(list) => list.iter().any(|p| p.reads_capacity_start()),
+            None => realistic,
+        };
+        if self.capacity_start.is_some() && !reads_capacity_start {
+            return Err(
+                "error: --capacity-start needs a row that reads it: --cluster realistic (its \
+                 default policies) or --policies with approx-lease, approx-feedback, \
+                 approx-learning or approx-hybrid (see --help)"
+                    .into(),
+            );
         }
         let wants_events = self
             .policies
@@ -354,11 +388,11 @@ impl From<Cli> for Options {
             prefill_tps: c.prefill_tps,
             decode_tps: c.decode_tps,
             realism: if realistic {
-                Realism::of(&c.perturbations)
+                Realism::of(c.perturbations.as_deref().unwrap_or(&Perturbation::ALL))
             } else {
                 Realism::default()
             },
-            capacity_start: c.capacity_start,
+            capacity_start: c.capacity_start.unwrap_or(CapacityStart::True),
             events: c.events,
             policies,
             ttls,
@@ -371,7 +405,7 @@ impl From<Cli> for Options {
             sharing: match c.sync {
                 SyncMode::None => Sharing::None,
                 SyncMode::Memory => Sharing::Memory {
-                    delay: Duration::from_millis(c.sync_delay),
+                    delay: Duration::from_millis(c.sync_delay.unwrap_or(0)),
                 },
                 SyncMode::Redis(url) => Sharing::Redis {
                     url,
@@ -463,9 +497,12 @@ fn lag(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// The longest TTL `--ttls` takes, in seconds (about 31.7 years).
+pub const MAX_TTL_S: f64 = 1e9;
+
 fn ttl(s: &str) -> Result<Duration, String> {
     let secs = positive_f64(s)?;
-    if secs > 1e9 {
+    if secs > MAX_TTL_S {
         return Err(format!("{secs} s is too long"));
     }
     let d = Duration::from_secs_f64(secs);
@@ -524,10 +561,29 @@ mod tests {
         assert_eq!(tail, [ApproxHybrid, EventsOnly, Bound, Oracle]);
         let o = parse(&["--cluster", "realistic"]).unwrap();
         assert!(!o.policies.contains(&EventsOnly) && o.policies.contains(&Bound));
+        assert_eq!(o.realism, Realism::of(&Perturbation::ALL));
+        assert_eq!(o.capacity_start, CapacityStart::True);
+        let o = parse(&[
+            "--cluster",
+            "realistic",
+            "--perturbations",
+            "pins",
+            "--capacity-start",
+            "low4",
+        ])
+        .unwrap();
+        assert_eq!(o.realism, Realism::of(&[Perturbation::Pins]));
+        assert_eq!(o.capacity_start, CapacityStart::Low4);
+        // A request-aware row reads --capacity-start in the simple cluster too.
+        let o = parse(&["--policies", "approx-lease", "--capacity-start", "unknown"]).unwrap();
+        assert_eq!(
+            (o.realism, o.capacity_start),
+            (Realism::default(), CapacityStart::Unknown)
+        );
         let o = parse(&["--replicas", "8", "--sync", "memory", "--sync-delay", "5"]).unwrap();
         let delay = Duration::from_millis(5);
         assert_eq!((o.replicas, o.sharing), (8, Sharing::Memory { delay }));
-        let o = parse(&["--sync", "redis://127.0.0.1:6379"]).unwrap();
+        let o = parse(&["--replicas", "2", "--sync", "redis://127.0.0.1:6379"]).unwrap();
         assert_eq!(
             o.sharing,
             Sharing::Redis {
@@ -535,7 +591,15 @@ mod tests {
                 tls_ca: None,
             }
         );
-        let o = parse(&["--sync", "rediss://h:1", "--sync-tls-ca", "ca.crt"]).unwrap();
+        let o = parse(&[
+            "--replicas",
+            "2",
+            "--sync",
+            "rediss://h:1",
+            "--sync-tls-ca",
+            "ca.crt",
+        ])
+        .unwrap();
         assert_eq!(
             o.sharing,
             Sharing::Redis {
@@ -564,6 +628,46 @@ mod tests {
             (
                 &["--sync", "redis://h:1", "--sync-tls-ca", "ca.crt"],
                 "needs --sync rediss://",
+            ),
+            (&["--sync-delay", "5"], "--sync-delay needs --sync memory"),
+            (
+                &[
+                    "--replicas",
+                    "2",
+                    "--sync",
+                    "redis://h:1",
+                    "--sync-delay",
+                    "5",
+                ],
+                "--sync-delay needs --sync memory",
+            ),
+            (&["--sync", "memory"], "--sync needs --replicas 2 or more"),
+            (
+                &["--replicas", "1", "--sync", "redis://h:1"],
+                "--sync needs --replicas 2 or more",
+            ),
+            (
+                &["--perturbations", "pins"],
+                "--perturbations needs --cluster realistic",
+            ),
+            (
+                &["--cluster", "simple", "--perturbations", "pins"],
+                "--perturbations needs --cluster realistic",
+            ),
+            (
+                &["--capacity-start", "low4"],
+                "--capacity-start needs a row that reads it",
+            ),
+            (
+                &[
+                    "--cluster",
+                    "realistic",
+                    "--policies",
+                    "approx-capacity,oracle",
+                    "--capacity-start",
+                    "low4",
+                ],
+                "--capacity-start needs a row that reads it",
             ),
         ] {
             let e = parse(args).unwrap_err();

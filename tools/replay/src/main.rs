@@ -26,6 +26,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use approx_kv_tools::{out, outln};
 use rustc_hash::FxBuildHasher;
 
 use args::{Options, Pace, PolicyKind};
@@ -156,6 +157,16 @@ fn run(o: &Options) -> Result<(), String> {
     drop(trace);
 
     let prompt_blocks: usize = requests.iter().map(|r| r.seq.len()).sum();
+    if prompt_blocks == 0 {
+        // Nothing to find or record: every hit rate would be 0 of 0.
+        let longest = requests.iter().map(|r| r.input_length).max().unwrap_or(0);
+        return Err(format!(
+            "trace '{}': no request has a full block of {} tokens (--block-size; the longest \
+             prompt has {longest}), so there is no prefix to route by",
+            o.trace.display(),
+            o.block_size,
+        ));
+    }
     let distinct: HashSet<u64, FxBuildHasher> = requests
         .iter()
         .flat_map(|r| r.seq.iter().map(|s| s.0))
@@ -246,7 +257,7 @@ fn run(o: &Options) -> Result<(), String> {
             Pace::Speedup(x) => format!("approx runs paced at {x}x trace time"),
         },
     ));
-    print!("{out}");
+    out!("{out}");
 
     let bar = progress::Bar::new(o.progress, policies.len(), requests.len());
     let mut results = Vec::with_capacity(policies.len());
@@ -261,32 +272,32 @@ fn run(o: &Options) -> Result<(), String> {
         .collect();
     let retention = report::Retention::of(&mut results);
     let rows = report::rows(&mut results, o.threads);
-    println!();
-    print!("{}", report::table(&rows));
-    println!();
+    outln!();
+    out!("{}", report::table(&rows));
+    outln!();
     if let Some(r) = &retention {
-        println!("{}", r.line());
+        outln!("{}", r.line());
     }
     for note in &notes {
-        println!("{note}");
+        outln!("{note}");
     }
     let scaling = scaling::Scaling::of(&rows);
     if let Some(s) = &scaling {
-        println!();
-        print!("{}", s.table());
+        outln!();
+        out!("{}", s.table());
     }
-    println!(
+    outln!(
         "hit rate = prompt blocks found in the chosen worker's LRU / prompt blocks; req/s = \
          find + choose + record only ({} thread(s)); hashing, done once: {:.1} µs/request",
         o.threads,
         hash_time.as_secs_f64() * 1e6 / requests.len() as f64,
     );
     if o.threads > 1 {
-        println!("note: with several threads, requests interleave, so figures vary slightly between runs");
+        outln!("note: with several threads, requests interleave, so figures vary slightly between runs");
     }
     if let Some(path) = &o.plot {
         write_plot(path, o, &rows, retention.as_ref(), requests.len())?;
-        println!("plot     {}", path.display());
+        outln!("plot     {}", path.display());
         if let Some(s) = &scaling {
             let path = path.with_file_name(format!(
                 "{}-replicas.svg",
@@ -298,10 +309,10 @@ fn run(o: &Options) -> Result<(), String> {
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned());
             write_svg(&path, &s.svg(&name.unwrap_or_default())?)?;
-            println!("plot     {}", path.display());
+            outln!("plot     {}", path.display());
         }
     }
-    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    outln!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 

@@ -24,6 +24,16 @@ pub enum Perturbation {
     Foreign,
 }
 
+impl Perturbation {
+    /// Every perturbation: the realistic cluster's default.
+    pub const ALL: [Perturbation; 4] = [
+        Perturbation::Sizes,
+        Perturbation::Pins,
+        Perturbation::Restarts,
+        Perturbation::Foreign,
+    ];
+}
+
 /// The perturbations of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Realism {

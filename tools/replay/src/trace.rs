@@ -8,8 +8,12 @@ use serde::Deserialize;
 
 /// Prompts or outputs longer than this many tokens are rejected as implausible.
 const MAX_TOKENS: u64 = 1 << 24;
-/// Timestamps beyond this (about 31,700 years, in ms) are rejected as implausible.
-const MAX_TIMESTAMP_MS: f64 = 1e15;
+/// Timestamps beyond this (1e13 ms, about 317 years) are rejected as implausible. The index
+/// runs on a clock set to each request's timestamp (trace time from the trace's origin),
+/// and that clock ends at 2^64 ns (about 1.8e13 ms, 584 years): with the longest TTL the
+/// tool takes (`--ttls` up to 1e9 s, 1e12 ms) added, every accepted timestamp, and so the
+/// trace's span, stays inside it (checked by a test below).
+const MAX_TIMESTAMP_MS: f64 = 1e13;
 
 /// One request of the trace, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,7 +113,10 @@ pub fn parse_line(text: &str, trace_block: u32, last_ts: f64) -> Result<TraceReq
         return Err(format!("timestamp {ts} is not a time >= 0 (ms)"));
     }
     if ts > MAX_TIMESTAMP_MS {
-        return Err(format!("timestamp {ts} ms is implausibly large"));
+        return Err(format!(
+            "timestamp {ts} ms is implausibly large (at most 1e13 ms, about 317 years: the \
+             index's clock ends at 2^64 ns, about 584 years)"
+        ));
     }
     if ts < last_ts {
         return Err(format!(
@@ -148,6 +155,7 @@ pub fn parse_line(text: &str, trace_block: u32, last_ts: f64) -> Result<TraceReq
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn accepts_a_good_line_and_rejects_bad_ones() {
@@ -174,6 +182,18 @@ mod tests {
         assert!(parse_line(&far, 512, 0.0)
             .unwrap_err()
             .contains("implausibly"));
+        // The index's clock ends at 2^64 ns, about 1.8447e13 ms: a timestamp past it (or
+        // so close that a TTL would pass it) is an error, not a run of 0% TTL hits.
+        for ts in ["1.9e13", "18446744073709.552", "1.0000001e13"] {
+            let late = ok.replace("\"timestamp\": 5", &format!("\"timestamp\": {ts}"));
+            let e = parse_line(&late, 512, 0.0).unwrap_err();
+            assert!(
+                e.contains("implausibly large") && e.contains("2^64 ns"),
+                "{e}"
+            );
+        }
+        let last = ok.replace("\"timestamp\": 5", "\"timestamp\": 1e13");
+        assert_eq!(parse_line(&last, 512, 0.0).unwrap().timestamp_ms, 1e13);
         let long = ok.replace(
             "\"output_length\": 3",
             "\"output_length\": 18446744073709551615",
@@ -181,5 +201,14 @@ mod tests {
         assert!(parse_line(&long, 512, 0.0)
             .unwrap_err()
             .contains("implausibly"));
+    }
+
+    #[test]
+    fn the_latest_timestamp_plus_the_longest_ttl_stays_inside_the_clock() {
+        let clock_end_ms = 2f64.powi(64) / 1e6;
+        let latest = Duration::from_secs_f64(MAX_TIMESTAMP_MS / 1000.0)
+            + Duration::from_secs_f64(crate::args::MAX_TTL_S);
+        assert!(latest.as_secs_f64() * 1000.0 < clock_end_ms);
+        assert!(latest.as_nanos() < 1u128 << 64);
     }
 }

@@ -2,7 +2,7 @@
 //! Nothing is timing-based: hit rates come from a simulated clock.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_approx-kv-replay");
 
@@ -270,6 +270,141 @@ fn nonsensical_options_are_rejected_on_one_line() {
         );
         assert!(o.stdout.is_empty(), "{args:?}");
     }
+    // An option without fixed values lists none: no empty "possible values:" tail.
+    let err = stderr(&run(&["--threads"]));
+    assert_eq!(
+        err.trim_end(),
+        "error: a value is required for '--threads <N>' but none was supplied (see --help)"
+    );
+}
+
+/// Options that another option's value decides whether they are used: without it they would
+/// be silently ignored, so they are usage errors (status 2, one line naming both options).
+#[test]
+fn options_that_would_be_ignored_are_usage_errors() {
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--perturbations", "pins"],
+            "--perturbations needs --cluster realistic",
+        ),
+        (
+            &["--capacity-start", "unknown"],
+            "--capacity-start needs a row that reads it",
+        ),
+        (
+            &[
+                "--cluster",
+                "realistic",
+                "--policies",
+                "approx-capacity,bound,oracle",
+                "--capacity-start",
+                "low4",
+            ],
+            "--capacity-start needs a row that reads it",
+        ),
+        (&["--sync-delay", "10"], "--sync-delay needs --sync memory"),
+        (
+            &["--replicas", "4", "--sync-delay", "10"],
+            "--sync-delay needs --sync memory",
+        ),
+        (&["--sync", "memory"], "--sync needs --replicas 2 or more"),
+        (
+            &["--replicas", "1", "--sync", "memory", "--sync-delay", "5"],
+            "--sync needs --replicas 2 or more",
+        ),
+    ];
+    for (args, why) in cases {
+        let o = run(&[args, &["--no-plot"][..]].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(why) && err.contains("--help"),
+            "{args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// The index's clock ends at 2^64 ns (about 1.8e13 ms): a later timestamp is a bad line
+/// (it used to run, every TTL row at 0% hits); one at the bound replays as any other.
+#[test]
+fn timestamps_beyond_the_index_clock_are_rejected() {
+    let dir = scratch("late");
+    let late = r#"{"timestamp": 1.9e13, "input_length": 2048, "output_length": 10, "hash_ids": [1, 2, 3, 4]}"#;
+    let trace = write_trace(&dir, &[CHAT[0], CHAT[1], late]);
+    let o = run(&[trace.to_str().unwrap(), "--no-plot"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("trace.jsonl:3:") && err.contains("implausibly large"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+
+    // The conversation moved to the last accepted millisecond: the same hits as at 0.
+    let shifted: Vec<String> = CHAT
+        .iter()
+        .zip(["9999999998000", "9999999999000", "10000000000000"])
+        .map(|(line, ts)| {
+            let at = line.find(',').unwrap();
+            format!(r#"{{"timestamp": {ts}{}"#, &line[at..])
+        })
+        .collect();
+    let lines: Vec<&str> = shifted.iter().map(String::as_str).collect();
+    let trace = write_trace(&dir, &lines);
+    let out = run_small(&[trace.to_str().unwrap(), "--ttls", "60"]);
+    assert!(row(&out, "approx ttl=60s").contains("55.6%"), "{out}");
+    assert!(row(&out, "oracle").contains("55.6%"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Prompts all shorter than one index block leave nothing to route by: an input error, not
+/// a table of 0-of-0 hit rates.
+#[test]
+fn a_trace_without_a_full_block_is_an_error() {
+    let dir = scratch("short");
+    let trace = write_trace(
+        &dir,
+        &[
+            r#"{"timestamp": 0, "input_length": 50, "output_length": 10, "hash_ids": [1]}"#,
+            r#"{"timestamp": 1000, "input_length": 63, "output_length": 10, "hash_ids": [1]}"#,
+        ],
+    );
+    let o = run(&[trace.to_str().unwrap(), "--no-plot"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no request has a full block of 64 tokens") && err.contains("has 63"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    // With blocks small enough, the same trace runs.
+    let o = run(&[trace.to_str().unwrap(), "--no-plot", "--block-size", "16"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A reader that closes the pipe early (`approx-kv-replay | head -1`): the tool ends
+/// quietly with status 0, not with a "Broken pipe" panic (status 101). The pipe is closed
+/// before the tool writes anything, so its first write fails, every time.
+#[test]
+fn a_closed_stdout_ends_the_run_quietly() {
+    let dir = scratch("pipe");
+    let trace = write_trace(&dir, &CHAT);
+    let mut child = Command::new(BIN)
+        .args([trace.to_str().unwrap(), "--no-plot", "--no-progress"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stderr.is_empty(), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
