@@ -139,8 +139,24 @@ fn fleets(o: &Options) -> Vec<Fleet> {
     out
 }
 
+/// Whether the `--sync` server can be reached (and verified), as the synced runs will need.
+#[cfg(feature = "redis")]
+fn check_redis(url: &str, tls_ca: Option<&Path>) -> Result<(), String> {
+    redis_sync::check(url, tls_ca)
+}
+
+/// Without Redis support, `--sync redis://...` is an error that says how to get it.
+#[cfg(not(feature = "redis"))]
+fn check_redis(_url: &str, _tls_ca: Option<&Path>) -> Result<(), String> {
+    Err("--sync redis://...: this build has no Redis support; build with `--features redis`".into())
+}
+
 fn run(o: &Options) -> Result<(), String> {
     let started = Instant::now();
+    if let fleet::Sharing::Redis { url, tls_ca } = &o.sharing {
+        // Before any run: a server that cannot be reached stops the tool at once.
+        check_redis(url, tls_ca.as_deref())?;
+    }
     let trace = trace::read(&o.trace, o.trace_block, o.skip_bad_lines, o.limit)?;
     if !trace.skipped.is_empty() {
         eprintln!("warning: skipped {} malformed lines:", trace.skipped.len());

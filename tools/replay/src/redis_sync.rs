@@ -44,6 +44,17 @@ pub fn start(
     })
 }
 
+/// Whether the server at `url` can be reached (and verified, with `tls_ca`): deletes a
+/// probe stream of this run's own, which does not exist.
+pub fn check(url: &str, tls_ca: Option<&Path>) -> Result<(), String> {
+    let stream = format!("approx-kv-replay:{}:probe", std::process::id());
+    let config = with_ca(RedisConfig::new(url).stream(stream), tls_ca)?;
+    let shown = config.url_without_password();
+    config
+        .delete_stream()
+        .map_err(|e| format!("cannot reach the --sync server at {shown}: {e}"))
+}
+
 /// `config`, trusting the private CA in the PEM file `tls_ca` if one is given.
 #[cfg(feature = "redis-tls")]
 fn with_ca(config: RedisConfig, tls_ca: Option<&Path>) -> Result<RedisConfig, String> {

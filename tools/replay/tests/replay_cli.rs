@@ -548,6 +548,45 @@ fn redis_sync_without_the_feature_says_how_to_get_it() {
     assert!(stderr(&o).contains("--features redis"), "{}", stderr(&o));
 }
 
+/// docs/replay.md: "A server that cannot be reached or verified stops the run at once with
+/// one line naming it": before the unsynced runs, which paced at trace time would take a
+/// minute here (they went first, found by an audit).
+#[cfg(feature = "redis")]
+#[test]
+fn an_unreachable_sync_server_stops_the_run_before_any_row() {
+    let dir = scratch("unreachable");
+    let trace = write_trace(
+        &dir,
+        &[
+            r#"{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}"#,
+            r#"{"timestamp": 60000, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]}"#,
+        ],
+    );
+    let started = std::time::Instant::now();
+    let o = run(&[
+        trace.to_str().unwrap(),
+        "--replicas",
+        "2",
+        "--sync",
+        "redis://:secret@127.0.0.1:1",
+        "--speedup",
+        "1",
+        "--no-plot",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot reach the --sync server"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("secret"), "the password is hidden");
+    assert!(!stdout(&o).contains("hit rate"), "{}", stdout(&o));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(50),
+        "paced runs went first"
+    );
+}
+
 /// The private `redis-server` of the library's Redis tests, with its throwaway certificates.
 #[cfg(feature = "redis-tls")]
 #[path = "../../../tests/support/redis_server/mod.rs"]
