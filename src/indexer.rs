@@ -402,7 +402,11 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// that joins late learns those changed before the window only if they are shared
     /// again within it (`RedisSync` (feature `redis`) does this every half
     /// window, and every half `MaxLen` of entries published). Receivers apply each as its
-    /// first arrival did: the latest change of a key wins, whatever the order.
+    /// first arrival did: the latest change of a key wins, whatever the order. (A change
+    /// another replica made is reshared a nanosecond before it, under this replica's id,
+    /// so that it never wins over a change made at the same reading; a change made exactly
+    /// one nanosecond before it elsewhere may then win on a replica that learns both from
+    /// reshares.)
     ///
     /// ```
     /// use approx_kv_index::ApproxKvIndexer;

@@ -243,7 +243,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         let Some(reported) = self.core.report_cached(
             (begun.slot, begun.generation),
             (request.predicted, delivered),
-            begun.prior,
+            (begun.prior, begun.at),
             &path.seq,
         ) else {
             return false;

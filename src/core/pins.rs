@@ -85,6 +85,8 @@ pub(crate) struct Begun {
     /// decision (0: none known): the last time it was used, for the loss rule of
     /// `reports.rs`.
     pub(crate) prior: u64,
+    /// When the request began (this index's clock).
+    pub(crate) at: u64,
 }
 
 impl Core {
@@ -113,6 +115,7 @@ impl Core {
             generation,
             predicted,
             prior,
+            at: self.now(),
         })
     }
 

@@ -25,7 +25,9 @@ use crate::{SequenceHash, WorkerKey, WorkerWithDpRank};
 /// What a report changed, for the replicas.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Reported {
-    /// A loss: how long before now the lost block was last used (0: a restart).
+    /// A loss: how long before now the lost block was last used (a restart: how long
+    /// before now the request began, and a nanosecond more, so that other replicas keep
+    /// its own decision, which the engine holds again, and drop the claims before it).
     pub(crate) lost_used_before: Option<u64>,
     /// The capacity the report taught, if it taught one.
     pub(crate) learned: Option<usize>,
@@ -44,12 +46,12 @@ impl Core {
     /// find `predicted` blocks cached, found `delivered`; `prior` is the handle's claim
     /// before the request (see the module), `prompt` its prompt's blocks. A gain or a loss
     /// teaches the worker's capacity (`learn.rs`). `None` (nothing taken) if the slot is
-    /// not that registration's any more.
+    /// not that registration's any more. `begun`: when the request began.
     pub(crate) fn report_cached(
         &self,
         (slot, generation): (Slot, u16),
         (predicted, delivered): (usize, usize),
-        prior: u64,
+        (prior, begun): (u64, u64),
         prompt: &[SequenceHash],
     ) -> Option<Reported> {
         if self.workers.generation(slot) != generation || !self.workers.is_alive(slot) {
@@ -83,7 +85,7 @@ impl Core {
         // When the lost block was last used, before now (its claim was one TTL after).
         let now = self.now();
         reported.lost_used_before = Some(if prior == PIN {
-            0
+            now.saturating_sub(begun).saturating_add(1)
         } else {
             now.saturating_add(self.ttl_nanos).saturating_sub(prior)
         });

@@ -52,7 +52,9 @@ pub enum Action {
     },
     /// A report showed that rank `dp_rank` lost the blocks it last used `used_before`
     /// before the decision, and every block it used no later (`observe_cached`'s loss
-    /// rule): the claims of decisions taken that long ago or longer go.
+    /// rule): the claims of decisions taken that long ago or longer go. For a loss that
+    /// only a restart explains, `used_before` reaches just past the request's begin: the
+    /// claims taken before it go, its own route stays.
     DropOlder {
         /// The worker.
         worker_id: WorkerId,

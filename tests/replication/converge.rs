@@ -353,3 +353,38 @@ fn a_removal_applied_beside_an_older_route_on_another_thread_still_supersedes_it
         "routes older than their worker's removal kept: {kept:?}"
     );
 }
+
+/// docs/design.md, Sharing decisions, `DropOlder`: "the request's own decision, taken after
+/// that use, stays". A report that only a restart explains (the lost block pinned by
+/// another running request) is shared as a drop of the claims taken before the request
+/// began: receivers keep its own route, which the engine holds again (they dropped it,
+/// and every running request's, found by an audit).
+#[test]
+fn a_restart_report_keeps_the_requests_own_route_on_receivers() {
+    let c = clock();
+    let (a, b) = (replica(1, &c), replica(2, &c));
+    let prompt: Vec<u32> = (0..4).collect();
+    a.record(7, Query::tokens(&[100, 101, 102])).unwrap(); // older, unpinned
+    c.advance(Duration::from_secs(1));
+    let first = a.begin_request(7, &prompt);
+    c.advance(Duration::from_secs(1));
+    let second = a.begin_request(7, &prompt); // its prior: pinned by `first`
+    c.advance(Duration::from_secs(1));
+    assert!(a.observe_cached(&second, 0)); // nothing cached: a restart
+    let sent = drain(&a);
+    let dropped = sent.iter().find_map(|d| match d.action {
+        Action::DropOlder { used_before, .. } => Some(used_before),
+        _ => None,
+    });
+    assert_eq!(
+        dropped,
+        Some(Duration::from_secs(1) + super::NS),
+        "since the begin"
+    );
+    b.apply_decisions(&sent);
+    for index in [&a, &b] {
+        assert_eq!(score(index, &[100, 101, 102], 7), None);
+        assert_eq!(score(index, &prompt, 7), Some(4));
+    }
+    drop((first, second));
+}
