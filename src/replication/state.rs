@@ -198,18 +198,31 @@ impl Replication {
     /// Applies a local removal or capacity change (`apply`) in the order that other
     /// replicas' decisions about the worker are applied in (`supersede.rs`), sets again
     /// (`keep`) the capacities of removed keys changed after it, and hands it to the outbox,
-    /// if decisions are shared.
+    /// if decisions are shared. A change stamped before a later one of the key (this
+    /// replica's wall clock behind another's) is superseded here as everywhere: not
+    /// shared, and the later capacity is set again (`apply` may have set this one already,
+    /// as a report's lesson does).
     pub(crate) fn take_keyed(
         &self,
         action: Action,
         apply: impl FnOnce(),
-        keep: impl FnMut(CapacityOf),
+        mut keep: impl FnMut(CapacityOf),
     ) {
         let now = self.wall.now();
         let stamp = (nanos(now), self.origin);
-        if let Some(((), kept)) = self.order.apply_in_order(&action, stamp, stamp.0, apply) {
-            kept.into_iter().for_each(keep);
-        }
+        let Some(((), kept)) = self.order.apply_in_order(&action, stamp, stamp.0, apply) else {
+            if let Action::SetCapacity {
+                worker_id, dp_rank, ..
+            } = action
+            {
+                let key = (worker_id, dp_rank);
+                if let Some(capacity) = self.order.capacity(key) {
+                    keep((key, capacity));
+                }
+            }
+            return;
+        };
+        kept.into_iter().for_each(keep);
         if let Some(outbox) = &self.outbox {
             self.queue(outbox, Some(now), action);
         }

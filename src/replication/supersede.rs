@@ -171,6 +171,12 @@ impl Superseded {
             .collect()
     }
 
+    /// The capacity the key's latest change set, if a change is known.
+    pub(crate) fn capacity(&self, key: (WorkerId, u32)) -> Option<Option<u64>> {
+        let stamps = self.stamps.read();
+        stamps.capacity_set.get(&key).map(|&(_, capacity)| capacity)
+    }
+
     /// Forgets when the key's capacity changed (a restore set it: the snapshot does not say
     /// when), so that it is not shared again.
     pub(crate) fn forget_capacity(&self, key: (WorkerId, u32)) {

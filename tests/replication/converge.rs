@@ -388,3 +388,43 @@ fn a_restart_report_keeps_the_requests_own_route_on_receivers() {
     }
     drop((first, second));
 }
+
+/// A capacity learned from a report on a replica whose wall clock is behind another's,
+/// stamped before a change of the key applied from that other replica, is superseded there
+/// as everywhere: the later capacity is set again and the lesson not shared (found by an
+/// audit: the learning replica kept its lesson, the others the later change, for good).
+#[test]
+fn a_lesson_stamped_before_a_later_capacity_yields_to_it_on_every_replica() {
+    let index_clock = clock();
+    let (wall_a, wall_b) = (clock(), clock());
+    wall_b.advance(Duration::from_secs(1)); // B's wall clock a second ahead
+    let build = |id, wall: &Arc<ManualClock>| {
+        super::replica_builder(id, &index_clock)
+            .wall_clock(wall.clone())
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (build(1, &wall_a), build(2, &wall_b));
+    b.set_worker_capacity(3, Some(100));
+    a.apply_decisions(&drain(&b));
+    assert_eq!(a.worker_capacity(3), Some(100));
+    // A loss on A teaches worker 3 a capacity, stamped by A's clock: before B's change.
+    a.record(3, Query::tokens(&[1, 2])).unwrap();
+    index_clock.advance(Duration::from_micros(1));
+    a.record(3, Query::tokens(&[500])).unwrap();
+    let request = a.begin_request(3, &[500]);
+    assert_eq!(request.predicted_blocks(), 1);
+    assert!(a.observe_cached(&request, 0));
+    let sent = drain(&a);
+    assert!(
+        !sent
+            .iter()
+            .any(|d| matches!(d.action, Action::SetCapacity { .. })),
+        "the superseded lesson is not shared: {sent:?}"
+    );
+    b.apply_decisions(&sent);
+    assert_eq!(
+        (a.worker_capacity(3), b.worker_capacity(3)),
+        (Some(100), Some(100))
+    );
+}
