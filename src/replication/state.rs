@@ -183,15 +183,15 @@ impl Replication {
                 dp_rank,
                 capacity,
             };
-            if origin == self.origin {
-                self.queue(outbox, Some(Duration::from_nanos(at)), action);
+            // Another replica's change is shared as this replica's decision, so its stamp
+            // (this id) may order it differently against one taken at the same reading:
+            // the nanosecond before keeps it behind those.
+            let at = if origin == self.origin {
+                at
             } else {
-                // Another replica's change: shared as this replica's decision, so its stamp
-                // (this id) may order it a little differently against one taken at the
-                // same reading; the nanosecond before keeps it behind those.
-                let at = Duration::from_nanos(at.saturating_sub(1));
-                self.queue(outbox, Some(at), action);
-            }
+                at.saturating_sub(1)
+            };
+            self.queue(outbox, Some(Duration::from_nanos(at)), action);
         }
     }
 

@@ -68,28 +68,15 @@ impl Stamps {
     /// clock, by which old removals are forgotten. Returns the capacities of the removed
     /// keys that were changed after the removal (elsewhere): they stay.
     fn note(&mut self, action: &Action, stamp: Stamp, now: u64) -> Vec<CapacityOf> {
-        let mut kept = Vec::new();
-        let mut removed = |key_removed: &dyn Fn((WorkerId, u32)) -> bool,
-                           set: &mut FxHashMap<_, (Stamp, Option<u64>)>| {
-            set.retain(|&key, &mut (s, capacity)| {
-                if !key_removed(key) {
-                    return true;
-                }
-                if s > stamp {
-                    kept.push((key, capacity));
-                }
-                s > stamp
-            });
-        };
-        match *action {
+        let kept = match *action {
             Action::RemoveWorker { worker_id } => {
                 later(self.workers_removed.entry(worker_id).or_default(), stamp);
-                removed(&|(w, _)| w == worker_id, &mut self.capacity_set);
+                self.remove_capacities(stamp, |(w, _)| w == worker_id)
             }
             Action::RemoveKey { worker_id, dp_rank } => {
                 let key = (worker_id, dp_rank);
                 later(self.keys_removed.entry(key).or_default(), stamp);
-                removed(&|k| k == key, &mut self.capacity_set);
+                self.remove_capacities(stamp, |k| k == key)
             }
             Action::SetCapacity {
                 worker_id,
@@ -101,10 +88,10 @@ impl Stamps {
                 if stamp >= *s {
                     (*s, *value) = (stamp, capacity);
                 }
-                return kept;
+                return Vec::new();
             }
-            Action::Route { .. } | Action::DropOlder { .. } => return kept,
-        }
+            Action::Route { .. } | Action::DropOlder { .. } => return Vec::new(),
+        };
         let removals = self.workers_removed.len() + self.keys_removed.len();
         if removals > self.forget_above.max(KEPT) {
             let since = now.saturating_sub(REMEMBERED);
@@ -112,6 +99,24 @@ impl Stamps {
             self.keys_removed.retain(|_, &mut (t, _)| t >= since);
             self.forget_above = 2 * (self.workers_removed.len() + self.keys_removed.len());
         }
+        kept
+    }
+
+    /// Forgets the capacity changes of the keys a removal stamped `stamp` takes (`removed`),
+    /// but those changed after it: they stay, and are returned.
+    fn remove_capacities(
+        &mut self,
+        stamp: Stamp,
+        removed: impl Fn((WorkerId, u32)) -> bool,
+    ) -> Vec<CapacityOf> {
+        let mut kept = Vec::new();
+        self.capacity_set.retain(|&key, &mut (s, capacity)| {
+            let later = s > stamp;
+            if later && removed(key) {
+                kept.push((key, capacity));
+            }
+            later || !removed(key)
+        });
         kept
     }
 }
