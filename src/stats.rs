@@ -12,9 +12,14 @@ pub struct IndexStats {
     /// by a run, counts twice until the sweeper's purge takes those entries
     /// (`docs/design.md`, "One timer per decision, not per block").
     pub nodes: usize,
-    /// Workers currently registered (recorded and not removed).
+    /// Worker keys currently registered and not removed: each key (a `WorkerWithDpRank`
+    /// counts per rank) that a decision of at least one full block, a
+    /// `set_worker_capacity`, a `begin_request` (even of a prompt with no full block) or a
+    /// `Stored` KV event registered.
     pub workers: usize,
-    /// Routing decisions recorded since creation.
+    /// Routing decisions recorded since creation: those of at least one full block (a
+    /// prompt shorter than a block stores nothing and is not counted; a `begin_request`
+    /// counts as one decision).
     pub records: u64,
     /// Finds answered since creation.
     pub finds: u64,
@@ -26,8 +31,9 @@ pub struct IndexStats {
     pub caller_expirations: u64,
     /// (block, worker) pairs evicted to keep within a cap since creation.
     pub evictions: u64,
-    /// KV events dropped because their `Stored` parent is a block the worker does not hold
-    /// (as Dynamo's indexer drops them), since creation.
+    /// `Stored` KV events dropped since creation: those whose parent is a block the worker
+    /// does not hold (as Dynamo's indexer drops them), and those that name two of their
+    /// blocks alike or a block as its own parent.
     pub rejected_events: u64,
     /// Walks waiting in the timer wheel (one per recorded decision not yet swept, and one
     /// per restored or replayed approximate claim).

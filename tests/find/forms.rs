@@ -240,3 +240,25 @@ fn a_find_ends_when_a_claim_it_read_is_refreshed_meanwhile() {
     assert!(matches!(seen.get(&1), Some(3 | 4)), "{seen:?}");
     assert_eq!(score(&index, &prompt, 1u64), Some(4));
 }
+
+/// src/stats.rs, `IndexStats::records` counts decisions of at least one full block (a
+/// `begin_request` is one); `workers` counts every key registered: by a decision of a full
+/// block, a capacity, a request (even of no full block) or a `Stored` event.
+#[test]
+fn records_and_workers_count_what_their_docs_say() {
+    let (index, _c) = manual_index(4, TTL);
+    index.record(1, Query::tokens(&[1, 2])).unwrap();
+    assert_eq!((index.stats().records, index.stats().workers), (0, 0));
+    index.record(1, Query::tokens(&[1, 2, 3, 4])).unwrap();
+    assert_eq!((index.stats().records, index.stats().workers), (1, 1));
+    let request = index.begin_request(2, &[1, 2]);
+    assert_eq!((index.stats().records, index.stats().workers), (1, 2));
+    index.set_worker_capacity(3, Some(10));
+    assert_eq!(index.stats().workers, 3);
+    index.finish_request(request);
+    let request = index.begin_request(4, &[1, 2, 3, 4]);
+    assert_eq!((index.stats().records, index.stats().workers), (2, 4));
+    drop(request);
+    index.remove_worker(3);
+    assert_eq!(index.stats().workers, 3);
+}
