@@ -50,8 +50,8 @@ class ApproxKvIndexer:
         max_entries: int | None = None,
     ) -> None:
         """``block_size`` tokens per block (the engines' page size); ``ttl`` seconds a
-        recorded block stays "probably cached" (``None`` or ``inf``: never, for a
-        capacity-only index); ``tick`` seconds between sweeps that reclaim memory;
+        recorded block stays "probably cached" (``None``, ``inf`` or 2^62 ns, about 146 years,
+        and more: never, for a capacity-only index); ``tick`` seconds between sweeps that reclaim memory;
         ``max_blocks_per_worker`` and ``max_entries`` cap the index (LRU eviction).
         Raises ``ValueError`` for a zero or negative setting."""
 
@@ -112,7 +112,7 @@ class ApproxKvIndexer:
         self,
         tokens: Prompt,
         worker: int,
-        dp_rank: int | None = None,
+        dp_rank: int = 0,
         lora: str | None = None,
     ) -> RequestHandle:
         """Records the decision, as ``record``, and pins the prompt's full blocks on the

@@ -60,6 +60,11 @@ impl DecisionLog {
         d.len()
     }
 
+    /// The decisions, oldest first.
+    pub(crate) fn decisions(&self) -> Vec<LoggedDecision> {
+        self.decisions.lock().iter().copied().collect()
+    }
+
     /// Takes the oldest decision.
     #[cfg(test)]
     pub(crate) fn pop_oldest(&self) -> Option<LoggedDecision> {

@@ -144,6 +144,22 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         self.core.block_size
     }
 
+    /// How long a decision's blocks stay probably cached, or `None` if they never expire (a
+    /// TTL of 2^62 ns or more, as [`Builder::ttl`](crate::Builder::ttl) says).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use approx_kv_index::ApproxKvIndexer;
+    /// let index = ApproxKvIndexer::new(16, Duration::from_secs(120)).unwrap();
+    /// assert_eq!(index.ttl(), Some(Duration::from_secs(120)));
+    /// let capacity_only = ApproxKvIndexer::builder().ttl(Duration::MAX).build().unwrap();
+    /// assert_eq!(capacity_only.ttl(), None);
+    /// ```
+    pub fn ttl(&self) -> Option<std::time::Duration> {
+        let nanos = self.core.ttl_nanos();
+        (nanos < crate::core::NEVER).then(|| std::time::Duration::from_nanos(nanos))
+    }
+
     /// The TTL in nanoseconds, for transports that keep decisions as long as they live.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn ttl_nanos(&self) -> u64 {
@@ -460,7 +476,12 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// The first capacity set on an index without a per-worker cap starts logging
     /// decisions for eviction, and logs what every worker holds then (each place one of
     /// its decisions ended as a decision, its path's expiries made unique: a few
-    /// nanoseconds more at most), so everything is evicted in order. A capacity belongs to the key's registration:
+    /// nanoseconds more at most; under [`Builder::max_entries`](crate::Builder::max_entries)
+    /// every decision is logged already, and keeps its expiry), so everything is evicted
+    /// in order. Set it while other threads record that worker's decisions, and a few
+    /// blocks of those may stay out of that order (above a gap, or held past their turn)
+    /// until they expire: set capacities before the traffic, or give the builder a
+    /// per-worker cap, which logs from the start. A capacity belongs to the key's registration:
     /// [`remove_worker`](Self::remove_worker) forgets it. It is shared with the other
     /// replicas (an [`Action::SetCapacity`](crate::replication::Action::SetCapacity)
     /// decision, as are the capacities reports teach) and kept in snapshots.
@@ -593,7 +614,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// left (at most this index's TTL; a TTL left above it by at most 1 ms is kept: caps
     /// order a worker's decisions taken at one clock reading by stretching their TTLs a
     /// nanosecond apart), counted from now, merged with what the index
-    /// already holds. Afterwards the index answers every find as the snapshotted one did
+    /// already holds; in an index whose TTL means never, approximate entries never expire,
+    /// restored ones too. Afterwards the index answers every find as the snapshotted one did
     /// when the snapshot was taken, and expires and (under caps) evicts the restored
     /// entries in the same order: least recently recorded first, deepest blocks first.
     /// Caps are enforced once everything is back. Two exceptions, both under caps:

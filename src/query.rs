@@ -136,9 +136,9 @@ impl<'a> Query<'a> {
         }
     }
 
-    /// The prompt's length in tokens: as given, or its blocks times `block_size` for the
-    /// hash forms.
-    pub(crate) fn token_count(&self, block_size: u32) -> usize {
+    /// The most tokens the prompt can have: as given, or for the hash forms (which drop a
+    /// partial last block) its blocks and a partial block of `block_size - 1` tokens.
+    pub(crate) fn max_token_count(&self, block_size: u32) -> usize {
         let blocks = match self.form {
             Form::Tokens { tokens, .. } => return tokens.len(),
             Form::Blocks(local) | Form::Hashes { local, .. } | Form::Chained { local, .. } => {
@@ -146,7 +146,10 @@ impl<'a> Query<'a> {
             }
             Form::Sequence(seq) => seq.len(),
         };
-        blocks.saturating_mul(block_size as usize)
+        let block_size = block_size as usize;
+        blocks
+            .saturating_mul(block_size)
+            .saturating_add(block_size.saturating_sub(1))
     }
 
     /// Runs `find` on the hashes a find walks; tokens are hashed into a buffer that the

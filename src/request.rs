@@ -34,7 +34,7 @@ pub struct RequestHandle<W: WorkerKey = WorkerId> {
     /// What the begin did; `None` if it stored nothing (the handle is inert).
     begun: Option<Begun>,
     predicted: usize,
-    prompt_tokens: usize,
+    max_prompt_tokens: usize,
     path: parking_lot::Mutex<RequestPath>,
 }
 
@@ -142,7 +142,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
             worker,
             begun,
             predicted,
-            prompt_tokens: query.token_count(block_size),
+            max_prompt_tokens: query.max_token_count(block_size),
             path: parking_lot::Mutex::new(path),
         }
     }
@@ -211,8 +211,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// together with every other worker's on the same capacity that no report taught
     /// (`docs/design.md`, "What reports teach of capacities").
     ///
-    /// Returns whether the report was taken: not for a count beyond the prompt's tokens,
-    /// a second report, another index's handle, a handle that stored nothing, or one
+    /// Returns whether the report was taken: not for a count beyond the prompt's tokens
+    /// (for a request begun from hashes, whose partial last block they do not show: beyond
+    /// its full blocks and `block_size - 1` tokens more), a second report, another index's handle, a handle that stored nothing, or one
     /// whose worker was removed.
     ///
     /// ```
@@ -232,7 +233,7 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
         let Some(begun) = request.own(&self.core) else {
             return false;
         };
-        if cached_tokens > request.prompt_tokens {
+        if cached_tokens > request.max_prompt_tokens {
             return false;
         }
         let mut path = request.path.lock();

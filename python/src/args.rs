@@ -8,11 +8,20 @@ use pyo3::prelude::*;
 
 /// `obj` as an int from 0 to `max`; `what` names it in the error (called only on error).
 pub(crate) fn uint(obj: &Bound<'_, PyAny>, max: u64, what: impl Fn() -> String) -> PyResult<u64> {
+    uint_in(obj, (0, max), what)
+}
+
+/// `obj` as an int from `min` to `max`; `what` names it in the error.
+pub(crate) fn uint_in(
+    obj: &Bound<'_, PyAny>,
+    (min, max): (u64, u64),
+    what: impl Fn() -> String,
+) -> PyResult<u64> {
     match obj.extract::<u64>() {
-        Ok(v) if v <= max => Ok(v),
-        Ok(_) => Err(out_of_range(obj, max, &what())),
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        Ok(_) => Err(out_of_range(obj, (min, max), &what())),
         Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
-            Err(out_of_range(obj, max, &what()))
+            Err(out_of_range(obj, (min, max), &what()))
         }
         Err(_) => Err(PyTypeError::new_err(format!(
             "{} must be an int, not {}",
@@ -22,10 +31,10 @@ pub(crate) fn uint(obj: &Bound<'_, PyAny>, max: u64, what: impl Fn() -> String) 
     }
 }
 
-/// `obj` as a `u32` (a token, a rank, a block size).
+/// `obj` as a `u32` (a token, a rank).
 pub(crate) fn u32_arg(obj: &Bound<'_, PyAny>, what: impl Fn() -> String) -> PyResult<u32> {
     let v = uint(obj, u64::from(u32::MAX), &what)?;
-    u32::try_from(v).map_err(|_| out_of_range(obj, u64::from(u32::MAX), &what()))
+    u32::try_from(v).map_err(|_| out_of_range(obj, (0, u64::from(u32::MAX)), &what()))
 }
 
 /// `obj` as a `u64` (a worker id).
@@ -38,13 +47,8 @@ pub(crate) fn capacity(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<O
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(None);
     };
-    let v = uint(obj, usize::MAX as u64, || what.to_owned())?;
-    match usize::try_from(v) {
-        Ok(0) | Err(_) => Err(PyValueError::new_err(format!(
-            "{what} must be at least 1 (or None for no cap), got {v}"
-        ))),
-        Ok(n) => Ok(Some(n)),
-    }
+    let v = uint_in(obj, (1, usize::MAX as u64), || what.to_owned())?;
+    Ok(Some(v as usize))
 }
 
 /// A TTL in seconds: `None` or `inf` mean never (`Duration::MAX`); it must be above 0.
@@ -66,12 +70,12 @@ pub(crate) fn positive_seconds(s: f64, what: &str) -> PyResult<Duration> {
     Ok(Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
 }
 
-fn out_of_range(obj: &Bound<'_, PyAny>, max: u64, what: &str) -> PyErr {
+fn out_of_range(obj: &Bound<'_, PyAny>, (min, max): (u64, u64), what: &str) -> PyErr {
     let shown = obj
         .repr()
         .map_or_else(|_| "?".to_owned(), |r| r.to_string());
     PyValueError::new_err(format!(
-        "{what} must be an int from 0 to {max}, got {shown}"
+        "{what} must be an int from {min} to {max}, got {shown}"
     ))
 }
 

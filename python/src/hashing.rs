@@ -5,7 +5,7 @@ use approx_kv_index::{compute_block_hash_for_seq_salted, compute_seq_hashes as c
 use approx_kv_index::{HashSalt, LocalBlockHash};
 use pyo3::prelude::*;
 
-use crate::args::{u32_arg, u64_arg};
+use crate::args::u64_arg;
 use crate::tokens::tokens;
 
 /// The local hash (xxh3-64) of each full block of `tokens`, bit for bit Dynamo's
@@ -49,10 +49,6 @@ pub(crate) fn compute_seq_hashes(
 
 /// A block size: an int from 1 to 2^32 - 1.
 pub(crate) fn block_size_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
-    match u32_arg(obj, || "block_size".to_owned())? {
-        0 => Err(pyo3::exceptions::PyValueError::new_err(
-            "block_size must be at least 1 token",
-        )),
-        n => Ok(n),
-    }
+    let block_size = crate::args::uint_in(obj, (1, u64::from(u32::MAX)), || "block_size".into())?;
+    Ok(block_size as u32)
 }

@@ -31,7 +31,12 @@ pub(crate) struct PyIndexer {
 #[pymethods]
 impl PyIndexer {
     #[new]
-    #[pyo3(signature = (block_size=None, ttl=Some(120.0), tick=0.1, max_blocks_per_worker=None, max_entries=None))]
+    // The defaults as Python shows them (`inspect.signature`, `help`): the block size's
+    // `None` and the TTL's `Some` are how Rust spells them.
+    #[pyo3(
+        signature = (block_size=None, ttl=Some(120.0), tick=0.1, max_blocks_per_worker=None, max_entries=None),
+        text_signature = "(block_size=64, ttl=120.0, tick=0.1, max_blocks_per_worker=None, max_entries=None)"
+    )]
     fn new(
         block_size: Option<&Bound<'_, PyAny>>,
         ttl: Option<f64>,
@@ -52,7 +57,8 @@ impl PyIndexer {
         let index = builder
             .build_for::<WorkerWithDpRank>()
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let ttl = ttl.filter(|s| s.is_finite());
+        // A TTL the index takes as never (2^62 ns or more) reads as None.
+        let ttl = ttl.filter(|s| s.is_finite() && index.ttl().is_some());
         Ok(Self { index, ttl })
     }
 
@@ -71,7 +77,10 @@ impl PyIndexer {
     /// Records that `worker` (rank `dp_rank`) was chosen for a prompt of `tokens`: its full
     /// blocks become "probably cached" there for one TTL. `lora` salts the hashes, so the
     /// blocks only match finds with the same `lora`.
-    #[pyo3(signature = (tokens, worker, dp_rank=None, lora=None))]
+    #[pyo3(
+        signature = (tokens, worker, dp_rank=None, lora=None),
+        text_signature = "($self, tokens, worker, dp_rank=0, lora=None)"
+    )]
     fn record(
         &self,
         py: Python<'_>,
@@ -228,7 +237,10 @@ impl PyIndexer {
     /// finished (or garbage-collected). `handle.predicted_blocks`: the worker's found depth
     /// for the prompt just before. Arguments as `record` takes them; `(worker, tokens)`
     /// reads the same.
-    #[pyo3(signature = (tokens, worker, dp_rank=None, lora=None))]
+    #[pyo3(
+        signature = (tokens, worker, dp_rank=None, lora=None),
+        text_signature = "($self, tokens, worker, dp_rank=0, lora=None)"
+    )]
     fn begin_request(
         &self,
         py: Python<'_>,

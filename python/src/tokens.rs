@@ -8,6 +8,7 @@
 //! | `bytes`, `bytearray`, or a `memoryview` of bytes | native-endian 4-byte tokens, as `array('I').tobytes()` writes them; a length that is not a multiple of 4 is a `ValueError` |
 //! | a list or tuple of ints | `array('I', tokens)` (a C loop), then one `memcpy`; if it refuses an element, as below to name it |
 //! | any other iterable of ints (`range`, generators, NumPy arrays of other integer types or byte order, `uint8` ones and `array('B')` included: one token per element) | element by element: a non-int is a `TypeError`, an int outside 0..=2^32-1 a `ValueError` naming its position |
+//! | an array or buffer of more than one dimension (a batch), whatever its dtype | `ValueError` |
 //! | `str`, `None`, a number | `TypeError` |
 
 use pyo3::buffer::PyBuffer;
@@ -47,6 +48,17 @@ pub(crate) fn tokens(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
             }
         }
         Err(_) => {}
+    }
+    // An array of any other dtype with a batch dimension is refused as a `uint32` one is
+    // (its elements would be rows, not ints).
+    if let Some(n) = obj
+        .getattr("ndim")
+        .ok()
+        .and_then(|d| d.extract::<usize>().ok())
+    {
+        if n > 1 {
+            return Err(not_one_dimensional(n));
+        }
     }
     let Ok(items) = obj.try_iter() else {
         return Err(not_tokens(obj));
@@ -98,10 +110,14 @@ fn native_order(format: &std::ffi::CStr) -> bool {
 fn one_dimensional<T: pyo3::buffer::Element>(buf: &PyBuffer<T>) -> PyResult<&PyBuffer<T>> {
     match buf.dimensions() {
         0 | 1 => Ok(buf),
-        n => Err(PyValueError::new_err(format!(
-            "tokens must be one-dimensional, got a buffer of {n} dimensions"
-        ))),
+        n => Err(not_one_dimensional(n)),
     }
+}
+
+fn not_one_dimensional(dimensions: usize) -> PyErr {
+    PyValueError::new_err(format!(
+        "tokens must be one-dimensional, got a buffer of {dimensions} dimensions"
+    ))
 }
 
 /// Native-endian 4-byte tokens.

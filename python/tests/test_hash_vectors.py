@@ -31,7 +31,7 @@ def test_vectors_match_dynamo(case):
 
 
 def test_bad_hash_arguments():
-    with pytest.raises(ValueError, match="block_size must be at least 1"):
+    with pytest.raises(ValueError, match="block_size must be an int from 1 to 4294967295, got 0"):
         compute_block_hashes([1, 2], 0)
     with pytest.raises(ValueError, match=r"block_hashes\[1\] must be an int from 0 to 18446744073709551615"):
         compute_seq_hashes([1, -1])

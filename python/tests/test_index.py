@@ -145,17 +145,17 @@ def test_bad_snapshots_raise_value_error(index):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"block_size": 0}, "block_size must be at least 1"),
-        ({"block_size": -1}, "block_size must be an int from 0 to 4294967295"),
-        ({"block_size": 2**32}, "block_size must be an int from 0"),
+        ({"block_size": 0}, "block_size must be an int from 1 to 4294967295, got 0"),
+        ({"block_size": -1}, "block_size must be an int from 1 to 4294967295"),
+        ({"block_size": 2**32}, "block_size must be an int from 1"),
         ({"ttl": 0.0}, "ttl must be a number of seconds above 0"),
         ({"ttl": -1.0}, "ttl must be a number of seconds above 0"),
         ({"ttl": math.nan}, "ttl must be a number of seconds above 0"),
         ({"ttl": 1e-12}, "ttl must be longer than zero"),
         ({"tick": 0}, "tick must be a number of seconds above 0"),
         ({"tick": math.inf}, None),  # allowed: a tick longer than any TTL
-        ({"max_blocks_per_worker": 0}, "max_blocks_per_worker must be at least 1"),
-        ({"max_entries": -5}, "max_entries must be an int from 0"),
+        ({"max_blocks_per_worker": 0}, "max_blocks_per_worker must be an int from 1 to 18446744073709551615, got 0"),
+        ({"max_entries": -5}, "max_entries must be an int from 1"),
     ],
 )
 def test_bad_settings_raise_value_error(kwargs, message):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import approx_kv_index
-from approx_kv_index import ApproxKvIndexer, compute_block_hashes, compute_seq_hashes
+from approx_kv_index import ApproxKvIndexer, PromptHashes, compute_block_hashes, compute_seq_hashes
 from gil_release import releases_the_gil
 
 BLOCK = 4
@@ -98,9 +98,12 @@ def test_ttl_none_means_never():
 
 def test_finite_ttl_beyond_duration_range_saturates():
     """python/src/args.rs: "Seconds above 0 as a `Duration` (finite values beyond
-    `Duration`'s range saturate)"."""
+    `Duration`'s range saturate)"; the stub: `ttl` is "The TTL in seconds, or ``None`` for
+    never", and a TTL of 2^62 ns (about 146 years) or more means never."""
     index = ApproxKvIndexer(block_size=2, ttl=1e30, tick=1e30)
-    assert index.ttl == 1e30
+    assert index.ttl is None
+    assert ApproxKvIndexer(ttl=4.62e9).ttl is None  # 2^62 ns is 4.6117e9 s
+    assert ApproxKvIndexer(ttl=4.6e9).ttl == 4.6e9
     index.record([1, 2], 3)
     assert index.find([1, 2]) == {3: 1}
 
@@ -111,9 +114,9 @@ def test_finite_ttl_beyond_duration_range_saturates():
         ({"tick": -1.0}, r"^tick must be a number of seconds above 0, got -1$"),
         ({"tick": math.nan}, r"^tick must be a number of seconds above 0, got NaN$"),
         ({"tick": 1e-12}, "tick must be longer than zero"),
-        ({"max_blocks_per_worker": -1}, "max_blocks_per_worker must be an int from 0"),
-        ({"max_blocks_per_worker": 2**64}, "max_blocks_per_worker must be an int from 0"),
-        ({"max_entries": 0}, r"max_entries must be at least 1 \(or None for no cap\), got 0"),
+        ({"max_blocks_per_worker": -1}, "max_blocks_per_worker must be an int from 1"),
+        ({"max_blocks_per_worker": 2**64}, "max_blocks_per_worker must be an int from 1"),
+        ({"max_entries": 0}, r"max_entries must be an int from 1 to 18446744073709551615, got 0"),
     ],
 )
 def test_more_bad_settings_raise_value_error(kwargs, message):
@@ -339,9 +342,9 @@ def test_out_of_range_arguments_raise_value_error():
         index.remove_worker(1, dp_rank=-1)
     with pytest.raises(ValueError, match=r"worker must be an int from 0 to 18446744073709551615"):
         index.remove_worker(2**64)
-    with pytest.raises(ValueError, match=r"block_size must be an int from 0 to 4294967295, got -1"):
+    with pytest.raises(ValueError, match=r"block_size must be an int from 1 to 4294967295, got -1"):
         compute_block_hashes([1, 2], -1)
-    with pytest.raises(ValueError, match=r"block_size must be an int from 0 to 4294967295"):
+    with pytest.raises(ValueError, match=r"block_size must be an int from 1 to 4294967295"):
         compute_block_hashes([1, 2], 2**32)
     with pytest.raises(TypeError, match="block_size must be an int, not float"):
         compute_block_hashes([1, 2], 2.0)
@@ -625,3 +628,35 @@ def test_the_sweeper_reclaims_expired_entries_every_tick():
     assert lazy.stats()["entries"] == 2
     assert snapshot_entries(lazy.snapshot())[1] == []
     assert lazy.find(prompt(0, 2)) == {}
+
+
+def test_signatures_show_the_documented_defaults():
+    """docs/python.md: `ApproxKvIndexer(block_size=64, ttl=120.0, ...)`,
+    `record(tokens, worker, dp_rank=0, lora=None)`, `begin_request(tokens, worker,
+    dp_rank=0, lora=None)`: as `help()` and `inspect` show them."""
+    import inspect
+
+    defaults = lambda f: {k: p.default for k, p in inspect.signature(f).parameters.items()}
+    assert defaults(ApproxKvIndexer) == {
+        "block_size": 64,
+        "ttl": 120.0,
+        "tick": 0.1,
+        "max_blocks_per_worker": None,
+        "max_entries": None,
+    }
+    for method in (ApproxKvIndexer.record, ApproxKvIndexer.begin_request):
+        assert defaults(method)["dp_rank"] == 0
+        assert defaults(method)["lora"] is None
+
+
+def test_a_request_begun_from_prompt_hashes_takes_the_counts_one_from_tokens_takes():
+    """docs/python.md: a `PromptHashes` is taken as the `tokens` of `begin_request`;
+    `observe_cached` takes the engine's count of the prompt's leading tokens found cached
+    (its partial last block included)."""
+    tokens = list(range(14))  # 3 full blocks of 4, and 2 tokens
+    for cached in (12, 13, 14):
+        by_tokens, by_hashes = ApproxKvIndexer(block_size=4), ApproxKvIndexer(block_size=4)
+        a = by_tokens.begin_request(tokens, 1)
+        b = by_hashes.begin_request(PromptHashes(tokens, 4), 1)
+        assert by_tokens.observe_cached(a, cached) is True
+        assert by_hashes.observe_cached(b, cached) is True

@@ -81,6 +81,9 @@ def test_strided_numpy_values_are_read_as_seen():
         (array("i", [5, -1, 0, 0]), ValueError, r"tokens\[1\] must be an int from 0"),
         (b"\x01\x02\x03", ValueError, "whole 4-byte tokens"),
         (np.zeros((2, 4), dtype=np.uint32), ValueError, "one-dimensional"),
+        (np.zeros((2, 4), dtype=np.int64), ValueError, "one-dimensional"),  # a batch, any dtype
+        (np.zeros((1, 4), dtype=">u4"), ValueError, "one-dimensional"),
+        (np.zeros((2, 4), dtype=np.uint8), ValueError, "one-dimensional"),
         ("1234", TypeError, "tokens must be a sequence of ints, a uint32 array or bytes, not str"),
         (None, TypeError, "not NoneType"),
         (42, TypeError, "not int"),

@@ -130,7 +130,8 @@ impl Core {
         }
         self.workers.adjust_entries(slot, added as i64);
         for (block, _) in blocks.iter().filter(|b| !b.0.claim.exact) {
-            self.schedule_walk(slot, block.seq, block.claim.expiry, Span::Block, &guard);
+            let walk = (block.seq, block.claim.expiry, Span::Block);
+            self.schedule_walk(slot, walk, Among::First, &guard);
         }
         self.enforce_caps(slot, added, None, &guard);
         self.workers.end_write(slot);
@@ -148,19 +149,24 @@ impl Core {
 
     /// A walk of `slot`'s claims from `leaf` at `expiry` that comes from the past: a
     /// timer, and with caps a log entry in expiry order that evicts `span` (the block of a
-    /// replayed or restored claim, or the path above a removal's gap).
+    /// replayed or restored claim, or the path above a removal's gap), before the
+    /// decisions of equal expiry or, `Among::Last`, after them.
     pub(super) fn schedule_walk(
         &self,
         slot: Slot,
-        leaf: SequenceHash,
-        expiry: u64,
-        span: Span,
+        (leaf, expiry, span): (SequenceHash, u64, Span),
+        among_equal: Among,
         guard: &Writing<'_>,
     ) {
         self.schedule_timer(slot, leaf, expiry);
         if self.capped() {
             self.workers.note_expiry(slot, expiry);
-            self.log(slot, (leaf, expiry, span), true, guard);
+            self.log(
+                slot,
+                (leaf, expiry, span),
+                among_equal == Among::First,
+                guard,
+            );
         }
     }
 
@@ -195,10 +201,23 @@ impl Core {
         self.workers.adjust_entries(slot, -(removed as i64));
         // A pinned claim's parent is pinned too, and a release unpins what is left of the
         // request's path: no walk of a decision needs to resume there.
+        // The path above the gap goes after the decision of its expiry (the one it was
+        // cut from), whose walk takes the blocks below the gap first: deepest first.
         for anchor in anchors.into_iter().filter(|a| a.expiry != super::PIN) {
-            self.schedule_walk(slot, anchor.leaf, anchor.expiry, Span::Path, &guard);
+            let walk = (anchor.leaf, anchor.expiry, Span::Path);
+            self.schedule_walk(slot, walk, Among::Last, &guard);
         }
     }
+}
+
+/// Where a walk from the past goes among the logged decisions of its expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Among {
+    /// Before them: restored and replayed claims, which arrive parents first, so that
+    /// the deeper of one decision's goes first.
+    First,
+    /// After them: the path above a removal's gap, after the decision it was cut from.
+    Last,
 }
 
 /// Whether an event with a parent speaks this index's hashes: its first block's hash is

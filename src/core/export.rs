@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crossbeam_epoch as epoch;
 
+use super::events::Among;
 use super::Core;
 use crate::clock::nanos;
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
@@ -165,7 +166,8 @@ impl Core {
             // walked first at an equal expiry would remove a block that the other claim's
             // deeper blocks still need).
             if expiry != 0 && held.map_or(true, |h| h < expiry) {
-                self.schedule_walk(slot, e.block, expiry, Span::Block, &guard);
+                let walk = (e.block, expiry, Span::Block);
+                self.schedule_walk(slot, walk, Among::First, &guard);
             }
             self.workers.end_write(slot);
             let at = *position.entry(slot).or_insert_with(|| {

@@ -40,6 +40,7 @@ use crate::tree::{Block, HashedQuery, LiveEntry, ReadAt, Span, Tree, Writing};
 use crate::workers::{Book, Keeping, Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
+use events::Among;
 use evict::{Evictor, Fresh};
 pub(crate) use pins::{Begun, PIN};
 pub(crate) use reports::Reported;
@@ -418,7 +419,20 @@ impl Core {
     /// logged. Paths that share a prefix then leave it to the later one, so no eviction
     /// leaves a worker's deeper blocks without their prefix. Records racing this are
     /// logged themselves (the flag is set first).
+    ///
+    /// Under `max_entries` alone, the index-wide log already holds every decision, in
+    /// order, with expiries unique per worker: each goes into its worker's log as it is
+    /// (raising paths to unique expiries there would take an older path past the worker's
+    /// newest decision, a whole TTL later).
     fn log_what_is_held(&self) {
+        if let Some(global) = &self.global_log {
+            for decision in global.decisions() {
+                if let Some(log) = self.workers.log(decision.slot) {
+                    log.push(decision);
+                }
+            }
+            return;
+        }
         let guard = self.tree.writing();
         let rows = self.tree.live_entries(self.read_at(), &guard);
         let held: std::collections::HashMap<(Slot, SequenceHash), &LiveEntry> =
@@ -467,7 +481,7 @@ impl Core {
             });
             let added = self.tree.upsert_chain(slot, parent, blocks, &guard);
             self.workers.adjust_entries(slot, added as i64);
-            self.schedule_walk(slot, leaf, expiry, Span::Path, &guard);
+            self.schedule_walk(slot, (leaf, expiry, Span::Path), Among::First, &guard);
         }
     }
 

@@ -266,6 +266,27 @@ impl Node {
         self.meta.load(Ordering::Relaxed) & MAX_DEPTH
     }
 
+    /// Raises the block's recorded position to `depth` (at most [`MAX_DEPTH`]) if the writer
+    /// places it below the same `parent`, keeping the flags. A writer that knows the
+    /// position (a record from the prompt's first block) may meet a node that a `Stored`
+    /// event below a parent nobody held made, at depth 1: below one parent, positions are
+    /// only ever too low, so the higher one is right. (A node whose key two chains spell at
+    /// two places, a collision, keeps its first writer's parent and position.)
+    pub(crate) fn raise_depth(&self, parent: SequenceHash, depth: u32) {
+        if self.depth() == 0 || self.parent() != parent {
+            return;
+        }
+        let depth = depth.min(MAX_DEPTH);
+        // Under the shard's write lock (excluding every other change of `meta`), or its read
+        // lock beside the refreshers' atomic or of `EXACT`, which keeps the depth: a CAS. A
+        // reader's copy sees either depth, the flags alike.
+        let _ = self
+            .meta
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |meta| {
+                (meta & MAX_DEPTH < depth).then_some((meta & !MAX_DEPTH) | depth)
+            });
+    }
+
     /// The parent's sequence hash (meaningless at depth 0; a tail marker's: its run's head).
     #[inline]
     pub(crate) fn parent(&self) -> SequenceHash {

@@ -127,11 +127,20 @@ impl Tree {
             return Refresh::Missing;
         };
         match node.kind() {
-            Kind::Block if node.update_claim(slot, claim, guard) => Refresh::Done {
-                blocks: 1,
-                added: 0,
-            },
-            Kind::Block => Refresh::Missing,
+            Kind::Block => {
+                // A record starts at the prompt's first block: block `i` is at depth `i`.
+                if let Some(&parent) = i.checked_sub(1).and_then(|p| seq.get(p)) {
+                    node.raise_depth(parent, i as u32);
+                }
+                if node.update_claim(slot, claim, guard) {
+                    Refresh::Done {
+                        blocks: 1,
+                        added: 0,
+                    }
+                } else {
+                    Refresh::Missing
+                }
+            }
             Kind::Head(run) => {
                 // SAFETY: read from a head under the shard lock, with `guard` pinned.
                 let r = unsafe { run_alloc::run_at(run, guard) };
@@ -201,7 +210,10 @@ impl Tree {
             // In place under the shard read lock: one probe, one atomic.
             let done = !past_the_known_prefix
                 && self.nodes.get(&seq.0).is_some_and(|node| {
-                    node.kind() == Kind::Block && node.update_claim(slot, claim, guard)
+                    node.kind() == Kind::Block && {
+                        node.raise_depth(parent.unwrap_or_default(), depth);
+                        node.update_claim(slot, claim, guard)
+                    }
                 });
             past_the_known_prefix |= !done;
             if !done {
@@ -239,6 +251,7 @@ impl Tree {
                 if let Some(run) = o.get().kind().run(seq.0) {
                     return Err(run);
                 }
+                o.get().raise_depth(parent, depth);
                 let added = self.upsert_holder(o.get_mut(), (slot, claim), 1, guard);
                 Ok(if added {
                     Placed::NewHolder

@@ -235,3 +235,74 @@ fn per_worker_cap_holds_with_a_clock_at_the_end_of_time() {
         assert_eq!(index.stats().entries, 4);
     }
 }
+
+/// After a `Removed` event took a middle block out of a decision, the cap still evicts
+/// that decision deepest first: the blocks above the gap (which no find reaches) before
+/// the leading ones, per-worker cap, global cap and a capacity alike.
+#[test]
+fn a_removal_in_the_middle_leaves_eviction_deepest_first() {
+    let prompt = tokens(1, 8);
+    let (_, seq) = crate::support::index::chain(&prompt, 1);
+    let never = Duration::MAX;
+    for (per_worker, total, capacity, ttl) in [
+        (Some(8), None, None, Duration::from_secs(60)),
+        (None, Some(8), None, Duration::from_secs(60)),
+        (None, None, Some(8), never),
+    ] {
+        let clock = Arc::new(ManualClock::new());
+        let index = capped_on(per_worker, total, ttl, clock.clone());
+        index.set_worker_capacity(0, capacity);
+        index.record(0, Query::tokens(&prompt)).unwrap();
+        clock.advance(Duration::from_millis(1));
+        let removed = crate::support::events::removed_event(0, &[seq[4].0]);
+        index.apply_event(&removed); // blocks 0..4 lead, 5..7 above the gap
+        clock.advance(Duration::from_millis(1));
+        index.record(0, Query::tokens(&[100, 101, 102])).unwrap(); // 10: two go
+        assert_eq!(index.worker_entries(0), 8);
+        let held = index.find(Query::tokens(&prompt)).scores[&0];
+        assert_eq!(
+            held, 4,
+            "{per_worker:?} {total:?} {capacity:?}: 7 and 6 go first"
+        );
+    }
+}
+
+/// Under `max_entries` alone, the first capacity (of any worker) keeps every decision's
+/// expiry and the global order: no older path is raised past the worker's newest decision.
+#[test]
+fn a_first_capacity_under_the_global_cap_keeps_ttls_and_order() {
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(None, Some(1000), Duration::from_secs(60), clock.clone());
+    index.record(1, Query::tokens(&[1, 2])).unwrap(); // at 0 s
+    clock.set(Duration::from_secs(59));
+    index.record(1, Query::tokens(&[1, 3])).unwrap(); // block 2 not refreshed
+    index.set_worker_capacity(9, Some(100));
+    clock.set(Duration::from_secs(61));
+    assert_eq!(
+        index.find(Query::tokens(&[1, 2])).scores[&1],
+        1,
+        "block 2 expired at 60 s"
+    );
+
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(None, Some(6), Duration::MAX, clock.clone());
+    let step = || clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&[1, 2])).unwrap(); // w1 {1, 2}
+    step();
+    index.record(2, Query::tokens(&[1])).unwrap(); // w2 {1}
+    step();
+    index.record(1, Query::tokens(&[1, 3, 4])).unwrap(); // w1's block 2 is the oldest
+    step();
+    index.set_worker_capacity(9, Some(100));
+    step();
+    index.record(5, Query::tokens(&[100])).unwrap(); // 6 entries
+    step();
+    index.record(5, Query::tokens(&[101])).unwrap(); // 7: the oldest goes
+    assert_eq!(index.stats().entries, 6);
+    assert_eq!(index.find(Query::tokens(&[1])).scores.get(&2), Some(&1));
+    assert_eq!(
+        index.find(Query::tokens(&[1, 2])).scores[&1],
+        1,
+        "w1's block 2 went"
+    );
+}

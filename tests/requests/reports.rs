@@ -206,3 +206,41 @@ fn a_loss_near_the_capacity_changes_nothing() {
     );
     assert_eq!(index.stats().capacities_learned, 0);
 }
+
+/// `observe_cached` refuses a count beyond the prompt's tokens; a request begun from hashes
+/// (which drop the partial last block) takes counts up to its full blocks and a partial
+/// block, as one begun from the tokens does for its real partial block.
+#[test]
+fn a_request_begun_from_hashes_takes_counts_inside_its_partial_last_block() {
+    let prompt = tokens(0, 14); // 3 full blocks of 4, and 2 tokens
+    let hashes = PromptHashes::new(&prompt, 4);
+    for (count, by_tokens, by_hashes) in [
+        (13, true, true),
+        (14, true, true),
+        (15, false, true),
+        (16, false, false),
+    ] {
+        let (index, _clock) = manual_index(4, TTL);
+        let request = index.begin_request(1, &prompt);
+        assert_eq!(
+            index.observe_cached(&request, count),
+            by_tokens,
+            "{count} by tokens"
+        );
+        let (index, _clock) = manual_index(4, TTL);
+        let request = index.begin_request(1, Query::prompt(&hashes));
+        assert_eq!(
+            index.observe_cached(&request, count),
+            by_hashes,
+            "{count} by hashes"
+        );
+        let (local, seq) = (hashes.local(), hashes.seq());
+        let (index, _clock) = manual_index(4, TTL);
+        let request = index.begin_request(1, Query::hashes(local, seq));
+        assert_eq!(
+            index.observe_cached(&request, count),
+            by_hashes,
+            "{count} by both hashes"
+        );
+    }
+}

@@ -128,3 +128,49 @@ fn replaying_a_dump_rebuilds_the_state_with_its_ttls() {
     );
     assert_eq!(replayed.stats().entries, 1, "the exact entry stays");
 }
+
+/// A block first stored by another worker's engine below a parent nobody holds takes its
+/// real position once a decision from the prompt's first block covers it: snapshots give
+/// it its depth, dumps list it after its parent, and a replayed copy evicts it first.
+#[test]
+fn a_block_first_stored_below_an_unknown_parent_takes_its_position_from_a_decision() {
+    let clock = std::sync::Arc::new(ManualClock::new());
+    let prompt = [1, 2, 3, 4, 5, 6];
+    let (local, seq) = crate::support::index::chain(&prompt, 1);
+    let original = capped_on(&clock, TTL, Some(6), None);
+    // Worker 2's engine stores the sixth block alone, named by this index's hashes.
+    let sixth = crate::support::events::block(seq[5], local[5], None);
+    original.apply_event(&crate::support::events::stored(
+        2u64,
+        Some(seq[4]),
+        vec![sixth],
+    ));
+    original.record(1, Query::tokens(&prompt)).unwrap();
+    let snapshot = original.snapshot();
+    let depths: Vec<u32> = seq
+        .iter()
+        .map(|&s| {
+            snapshot
+                .entries
+                .iter()
+                .find(|e| e.worker_id == 1 && e.block == s)
+                .unwrap()
+                .depth
+        })
+        .collect();
+    assert_eq!(depths, [0, 1, 2, 3, 4, 5]);
+    let dump = original.dump_events();
+    let at = |s: SequenceHash| {
+        dump.iter()
+            .position(|e| e.worker_id == 1 && stored(e).blocks[0].block_hash == s)
+    };
+    assert!(at(seq[4]) < at(seq[5]), "parents first");
+    let replayed = capped_on(&clock, TTL, Some(6), None);
+    for event in &dump {
+        replayed.apply_event(event);
+    }
+    for index in [&original, &replayed] {
+        index.record(1, Query::tokens(&[9])).unwrap(); // one over the cap: the deepest goes
+        assert_eq!(index.find(Query::tokens(&prompt)).scores[&1], 5);
+    }
+}

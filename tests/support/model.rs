@@ -42,8 +42,8 @@
 //! # Reclamation and caps, exactly
 //! Entries stay stored until a sweep or an eviction frees them, and the caps count stored
 //! entries, so the model keeps what the index keeps:
-//! - each node (sequence hash held by anyone) knows the parent and depth it was created
-//!   with; a *walk* of a registration from a block at a threshold goes up parent links and
+//! - each node (sequence hash held by anyone) knows the parent it was created with, and
+//!   the deepest position a writer below that parent gave it; a *walk* of a registration from a block at a threshold goes up parent links and
 //!   removes the registration's entries whose approximate expiry is at or before the
 //!   threshold (an exact entry only loses its approximate claim; a removed registration's
 //!   entry goes whole, exact or not); it stops at a block where the registration holds
@@ -318,6 +318,13 @@ impl Model {
         depth: u32,
         claim: Claim,
     ) -> bool {
+        // A writer that knows the block's position raises the node's (positions are only
+        // ever too low: a block stored below an unknown parent is placed at depth 1).
+        if let Some(node) = self.nodes.get_mut(&seq) {
+            if node.depth > 0 && node.parent.is_some() && node.parent == parent {
+                node.depth = node.depth.max(depth);
+            }
+        }
         if let Some(e) = self.entries.get_mut(&(reg, seq)) {
             e.exact |= claim.exact;
             e.expiry = e.expiry.max(claim.expiry);
@@ -422,7 +429,9 @@ impl Model {
                 leaf,
                 single,
             };
-            self.log(decision, true);
+            // A restored or replayed block goes before the decisions of its expiry; the
+            // path above a removal's gap after them (after the decision it was cut from).
+            self.log(decision, single);
         }
     }
 
@@ -699,6 +708,16 @@ impl Model {
     /// worker): the path up from the leaf (as far as the registration holds it live) is
     /// raised to a unique expiry (at least the leaf's own), with a timer, and logged.
     fn log_what_is_held(&mut self, now: u64) {
+        if self.total.is_some() {
+            // The global log holds every decision already, in order: each goes into its
+            // registration's log as it is.
+            for decision in self.global_log.clone() {
+                let log = self.slot_logs.entry(decision.reg).or_default();
+                let at = log.partition_point(|x| x.expiry <= decision.expiry);
+                log.insert(at, decision);
+            }
+            return;
+        }
         let live: HashSet<(Reg, u64)> = self
             .entries
             .iter()
