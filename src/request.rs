@@ -59,8 +59,8 @@ impl<W: WorkerKey> RequestHandle<W> {
     }
 
     /// The request's pinned blocks: its prompt's full blocks, and its output's as
-    /// [`request_output`](ApproxKvIndexer::request_output) adds them (0 for a handle that
-    /// stored nothing).
+    /// [`request_output`](ApproxKvIndexer::request_output) adds them (0 for an inert
+    /// handle, whose prompt had no local hashes or mismatched hash lengths).
     pub fn blocks(&self) -> usize {
         if self.begun.is_none() {
             return 0;
@@ -96,7 +96,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// The handle's [`predicted_blocks`](RequestHandle::predicted_blocks) is the worker's
     /// found depth for the prompt just before this decision. A prompt without local
     /// hashes ([`Query::sequence`]) or with mismatched hash lengths records and pins
-    /// nothing (its handle still predicts). Pinned blocks count toward caps and
+    /// nothing (its handle still predicts, and is inert otherwise). A prompt shorter than a
+    /// block pins nothing yet but registers the worker: its handle is live, takes the
+    /// output's blocks as they fill ([`request_output`](Self::request_output)) and a report. Pinned blocks count toward caps and
     /// capacities but are never evicted; when released they expire one TTL later and are
     /// evicted least recently released first, deepest first.
     ///
@@ -213,8 +215,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     ///
     /// Returns whether the report was taken: not for a count beyond the prompt's tokens
     /// (for a request begun from hashes, whose partial last block they do not show: beyond
-    /// its full blocks and `block_size - 1` tokens more), a second report, another index's handle, a handle that stored nothing, or one
-    /// whose worker was removed.
+    /// its full blocks and `block_size - 1` tokens more), a second report, another index's
+    /// handle, an inert handle (of a prompt without local hashes or with mismatched hash
+    /// lengths), or one whose worker was removed.
     ///
     /// ```
     /// use approx_kv_index::{ApproxKvIndexer, Query};

@@ -395,7 +395,7 @@ impl Core {
     /// [`set_capacity`](Self::set_capacity) of a registered slot.
     fn set_slot_capacity(&self, slot: Slot, capacity: Option<usize>) {
         if self.workers.start_slot_logs() {
-            self.log_what_is_held();
+            let _ = self.log_what_is_held();
         }
         self.workers.set_capacity(slot, capacity);
         let Some(cap) = self.worker_cap(slot) else {
@@ -424,15 +424,19 @@ impl Core {
     /// order, with expiries unique per worker: each goes into its worker's log as it is
     /// (raising paths to unique expiries there would take an older path past the worker's
     /// newest decision, a whole TTL later).
-    fn log_what_is_held(&self) {
+    ///
+    /// Returns each raised path's slot, expiry before and expiry after, for a caller that
+    /// drops decisions up to an expiry read before (a report's loss).
+    fn log_what_is_held(&self) -> Vec<(Slot, u64, u64)> {
         if let Some(global) = &self.global_log {
             for decision in global.decisions() {
                 if let Some(log) = self.workers.log(decision.slot) {
                     log.push(decision);
                 }
             }
-            return;
+            return Vec::new();
         }
+        let mut raised = Vec::new();
         let guard = self.tree.writing();
         let rows = self.tree.live_entries(self.read_at(), &guard);
         let held: std::collections::HashMap<(Slot, SequenceHash), &LiveEntry> =
@@ -471,7 +475,9 @@ impl Core {
                 path.push(up);
             }
             path.reverse();
+            let was = expiry;
             let expiry = self.workers.unique_expiry(slot, expiry);
+            raised.push((slot, was, expiry));
             let claim = Claim::approx(expiry);
             let parent = (path[0].depth > 0).then_some(path[0].parent);
             let blocks = path.iter().map(|r| Block {
@@ -483,6 +489,7 @@ impl Core {
             self.workers.adjust_entries(slot, added as i64);
             self.schedule_walk(slot, (leaf, expiry, Span::Path), Among::First, &guard);
         }
+        raised
     }
 
     /// `key`'s capacity in blocks, if one was set (and the key is registered).

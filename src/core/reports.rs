@@ -110,8 +110,16 @@ impl Core {
     /// Drops `slot`'s approximate claims made by decisions expiring at or before `bound`
     /// (pinned ones stay). Starts slot logs first if none are kept.
     fn drop_claims_until(&self, slot: Slot, bound: u64) -> usize {
+        let mut bound = bound;
         if self.workers.start_slot_logs() {
-            self.log_what_is_held();
+            // What is held is logged with expiries made unique, in order: the decisions
+            // expiring at or before `bound` (those of its clock reading too) are now those
+            // up to the last one raised from there.
+            bound = self
+                .log_what_is_held()
+                .into_iter()
+                .filter(|&(of, was, _)| of == slot && was <= bound)
+                .fold(bound, |bound, (_, _, now)| bound.max(now));
         }
         let guard = self.tree.writing();
         guard.uncount_dropped();

@@ -244,3 +244,70 @@ fn a_request_begun_from_hashes_takes_counts_inside_its_partial_last_block() {
         );
     }
 }
+
+/// `observe_cached`: "every claim of that worker made no later than its claim on the
+/// deepest predicted block (before this request) is dropped: decisions of the worker taken
+/// at the same clock reading as that claim too, unless the index was already logging
+/// decisions". The first loss starts logging; the decisions it then logs are still those
+/// of that reading, all of them.
+#[test]
+fn a_first_loss_drops_every_decision_of_the_claims_reading() {
+    let (index, clock) = manual_index(1, TTL);
+    let us = Duration::from_micros(1);
+    index.record(1, Query::tokens(&tokens(100, 2))).unwrap(); // earlier
+    clock.advance(us);
+    index.record(1, Query::tokens(&tokens(0, 3))).unwrap(); // the predicted block's claim
+    for start in [200, 300, 400, 500] {
+        index.record(1, Query::tokens(&tokens(start, 2))).unwrap(); // the same reading
+    }
+    clock.advance(us);
+    index.record(1, Query::tokens(&tokens(600, 2))).unwrap(); // later: kept
+    let request = index.begin_request(1, &tokens(0, 3));
+    assert_eq!(request.predicted_blocks(), 3);
+    assert!(index.observe_cached(&request, 0));
+    for start in [100, 200, 300, 400, 500] {
+        assert_eq!(score_or_zero(&index, &tokens(start, 2), 1), 0, "{start}");
+    }
+    assert_eq!(score_or_zero(&index, &tokens(600, 2), 1), 2);
+    assert_eq!(
+        score_or_zero(&index, &tokens(0, 3), 1),
+        3,
+        "its own blocks stay"
+    );
+    assert_eq!(index.stats().dropped_by_reports, 10);
+}
+
+/// The same rule under `max_entries` alone (decisions logged index-wide only): the first
+/// loss drops the worker's older claims.
+#[test]
+fn a_first_loss_under_the_global_cap_drops_older_claims() {
+    let clock = std::sync::Arc::new(ManualClock::new());
+    let index = crate::support::index::capped_on(&clock, TTL, None, Some(1000));
+    index.record(1, Query::tokens(&tokens(100, 3))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    index.record(1, Query::tokens(&tokens(0, 4))).unwrap();
+    clock.advance(Duration::from_micros(1));
+    let request = index.begin_request(1, &tokens(0, 4));
+    assert_eq!(request.predicted_blocks(), 4);
+    assert!(index.observe_cached(&request, 1));
+    assert_eq!(
+        score_or_zero(&index, &tokens(100, 3), 1),
+        0,
+        "used before the lost block"
+    );
+    assert_eq!(index.stats().dropped_by_reports, 3);
+    assert_eq!(index.worker_entries(1), 4);
+}
+
+/// A prompt shorter than a block pins nothing yet, but its handle is live: its output's
+/// blocks join it as they fill, and a report is taken (0 blocks predicted and delivered).
+#[test]
+fn a_request_shorter_than_a_block_is_live() {
+    let (index, _clock) = manual_index(4, TTL);
+    let request = index.begin_request(1, &[1, 2, 3]);
+    assert_eq!((request.predicted_blocks(), request.blocks()), (0, 0));
+    assert_eq!(index.request_output(&request, &[1, 2, 3, 4, 5]), 1);
+    assert_eq!(request.blocks(), 1);
+    assert!(index.observe_cached(&request, 3));
+    assert_eq!(index.cache_reports()[0].1.reports, 1);
+}

@@ -688,7 +688,7 @@ impl Model {
     fn set_reg_capacity(&mut self, now: u64, reg: Reg, capacity: Option<usize>) {
         if !self.logs_slots {
             self.logs_slots = true;
-            self.log_what_is_held(now);
+            let _ = self.log_what_is_held(now);
         }
         match capacity {
             Some(c) => self.capacities.insert(reg, c),
@@ -707,7 +707,8 @@ impl Model {
     /// entry of it continues) with an approximate claim, in order of (expiry, block,
     /// worker): the path up from the leaf (as far as the registration holds it live) is
     /// raised to a unique expiry (at least the leaf's own), with a timer, and logged.
-    fn log_what_is_held(&mut self, now: u64) {
+    fn log_what_is_held(&mut self, now: u64) -> Vec<(Reg, u64, u64)> {
+        let mut raised = Vec::new();
         if self.total.is_some() {
             // The global log holds every decision already, in order: each goes into its
             // registration's log as it is.
@@ -716,7 +717,7 @@ impl Model {
                 let at = log.partition_point(|x| x.expiry <= decision.expiry);
                 log.insert(at, decision);
             }
-            return;
+            return raised;
         }
         let live: HashSet<(Reg, u64)> = self
             .entries
@@ -756,8 +757,10 @@ impl Model {
         leaves.sort_unstable();
         for (expiry, leaf, _, reg) in leaves {
             let last = self.last_expiry.entry(reg).or_default();
+            let was = expiry;
             let expiry = expiry.max(last.saturating_add(1)).min(LAST_INSTANT);
             *last = expiry;
+            raised.push((reg, was, expiry));
             let mut key = leaf;
             loop {
                 if let Some(claim) = self.entries.get_mut(&(reg, key)) {
@@ -779,6 +782,7 @@ impl Model {
             };
             self.log(decision, true);
         }
+        raised
     }
 
     /// The capacity set for `worker`'s registration, if any.

@@ -143,14 +143,19 @@ impl Model {
             return true;
         }
         let held = self.count(reg);
-        let bound = if request.prior == PIN {
+        let mut bound = if request.prior == PIN {
             PIN - 1
         } else {
             request.prior
         };
         if !self.logs_slots {
             self.logs_slots = true;
-            self.log_what_is_held(now);
+            // The decisions up to the bound, raised to unique expiries in order.
+            for (of, was, raised) in self.log_what_is_held(now) {
+                if of == request.reg && was <= bound {
+                    bound = bound.max(raised);
+                }
+            }
         }
         let log = self.slot_logs.entry(request.reg).or_default();
         let mut due = Vec::new();
