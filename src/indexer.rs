@@ -478,10 +478,9 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// its decisions ended as a decision, its path's expiries made unique: a few
     /// nanoseconds more at most; under [`Builder::max_entries`](crate::Builder::max_entries)
     /// every decision is logged already, and keeps its expiry), so everything is evicted
-    /// in order. Set it while other threads record that worker's decisions, and a few
-    /// blocks of those may stay out of that order (above a gap, or held past their turn)
-    /// until they expire: set capacities before the traffic, or give the builder a
-    /// per-worker cap, which logs from the start. A capacity belongs to the key's registration:
+    /// in order (the first, if other threads are splitting runs meanwhile, waits for their
+    /// splits, and they for its reading of the tree). A capacity belongs to the key's
+    /// registration:
     /// [`remove_worker`](Self::remove_worker) forgets it. It is shared with the other
     /// replicas (an [`Action::SetCapacity`](crate::replication::Action::SetCapacity)
     /// decision, as are the capacities reports teach) and kept in snapshots.

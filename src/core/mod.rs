@@ -438,7 +438,8 @@ impl Core {
         }
         let mut raised = Vec::new();
         let guard = self.tree.writing();
-        let rows = self.tree.live_entries(self.read_at(), &guard);
+        // Every entry held through the scan must be in it: one missed is logged nowhere.
+        let rows = self.tree.live_entries_unmoved(self.read_at(), &guard);
         let held: std::collections::HashMap<(Slot, SequenceHash), &LiveEntry> =
             rows.iter().map(|r| ((r.slot, r.seq), r)).collect();
         // Continued by a deeper entry of the same decision: one whose claim is as late (a

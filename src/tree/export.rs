@@ -49,6 +49,16 @@ fn ttl_left(c: Claim, at: ReadAt) -> u64 {
 }
 
 impl Tree {
+    /// [`live_entries`](Self::live_entries) with the turn of splits and cuts held, so that
+    /// no run's blocks move between nodes while the shards are read: every entry that
+    /// lives through the scan is in it (a cut places a run's second piece at a key the
+    /// scan may have read already, then shortens the run at one it reads later). Cuts and
+    /// splits wait for the scan.
+    pub(crate) fn live_entries_unmoved(&self, at: ReadAt, guard: &Guard) -> Vec<LiveEntry> {
+        let _turn = self.splitting.lock();
+        self.live_entries(at, guard)
+    }
+
     /// Every live entry, each once, in no particular order; dead slots' too (the caller
     /// knows which slots are live, and must ask under `guard`, before a dead slot can be
     /// recycled). Reads shard after shard: not a snapshot while callers run.
