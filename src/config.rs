@@ -165,7 +165,10 @@ impl Builder {
     /// recorded decisions of the whole index go first (whatever worker made them; an
     /// index-wide log keeps them in order, so the cost does not grow with the number of
     /// workers), deepest blocks first. Exact entries count toward the cap and are never
-    /// evicted, as with [`max_blocks_per_worker`](Self::max_blocks_per_worker).
+    /// evicted, as with [`max_blocks_per_worker`](Self::max_blocks_per_worker). With several
+    /// threads recording, a recorder may evict its own fresh decision (another thread's
+    /// eviction, a removal or a sweep racing it): read your writes, which the per-worker
+    /// cap keeps, does not hold under this one.
     ///
     /// ```
     /// use std::time::Duration;

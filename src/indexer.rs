@@ -35,7 +35,8 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 ///   index did not hold at some instant during the find.
 ///
 /// # Locking
-/// Nodes live in a sharded map. `find*` takes no lock and writes no shared memory: each
+/// Nodes live in a sharded map. `find*` takes no lock and writes no shared memory but a
+/// striped counter of finds (and the thread's epoch pin): each
 /// probe copies a node and checks the shard's version, reading again if a writer changed
 /// the shard meanwhile (after a few tries, under the shard's read lock for that probe). The
 /// refresh of an existing entry holds one shard *read* lock for one probe at a time; adding
@@ -43,8 +44,14 @@ use crate::{LocalBlockHash, SequenceHash, WorkerId, WorkerKey};
 /// across blocks, and none waits on another thread beyond a writer's hold of one shard. [`shutdown`](Self::shutdown) joins the sweeper.
 ///
 /// # Unwind safety
-/// Locks are taken only around non-panicking code, so a panic in a caller's thread cannot
-/// leave the index inconsistent.
+/// Locks are taken only around non-panicking code, so a panic in a caller's thread (a
+/// [`ScoreSink`](crate::ScoreSink) or callback, a thread killed while it calls) cannot
+/// leave the index inconsistent; a [`Clock`](crate::Clock) is read before a call changes
+/// anything, so a clock that panics leaves the index as it was, but for a request's
+/// release (`finish_request`, a dropped handle), which needs the time and then never
+/// happens: its blocks stay pinned until the worker is removed. The type holds locks and
+/// cells, so it is not `RefUnwindSafe`: wrap a call in `AssertUnwindSafe` to catch its
+/// panic.
 ///
 /// ```
 /// use std::{sync::Arc, thread, time::Duration};
@@ -648,7 +655,10 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// `worker` and `dp_rank`
     /// (`approx_kv_index_worker_predicted_blocks_total`, `_worker_delivered_blocks_total`),
     /// so they reach Prometheus or any other exporter the application installed. The
-    /// background sweeper also does this every tick.
+    /// background sweeper also does this every tick. Counters are set to the stats'
+    /// values (`absolute`); the three sums of reports cover registered workers only, as
+    /// [`IndexStats::cache`](crate::IndexStats::cache) does, so they fall when a worker that
+    /// reported is removed (an exporter reads that as a counter reset).
     #[cfg(feature = "metrics")]
     pub fn publish_metrics(&self) {
         self.core.publish_metrics();

@@ -31,7 +31,9 @@
 //! by sequence hash in a sharded hash map whose finds read without a lock) is updated
 //! directly by the callers; node payloads (which workers hold the block, until when) are copy-on-write arrays reclaimed
 //! through [`crossbeam_epoch`]. One background thread sweeps expired entries from a timer
-//! wheel in coarse ticks; no call ever waits for it. See `docs/design.md`.
+//! wheel in coarse ticks; no call ever waits for it (but `sweep_expired`, which waits for a
+//! sweep in progress, and `shutdown` or the last drop, which join the thread). See
+//! `docs/design.md`.
 //!
 //! ## Consistency
 //! - **Linearizable per (block, worker) entry:** recording, refreshing, expiring and

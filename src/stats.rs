@@ -38,14 +38,15 @@ pub struct IndexStats {
     /// Walks waiting in the timer wheel (one per recorded decision not yet swept, and one
     /// per restored or replayed approximate claim).
     pub pending_timers: usize,
-    /// An estimate of the heap bytes the index holds: node map, holder arrays, pending
+    /// An estimate of the heap bytes the index holds (the node map's tables keep the size
+    /// they grew to, so after churn it levels off above a fresh index's): node map, holder arrays, pending
     /// timers, eviction logs, engine block hashes, the exactly stored blocks kept while
     /// finds gallop, the ghosts of blocks capacities evicted
     /// (allocator rounding and per-worker bookkeeping not counted).
     pub estimated_bytes: usize,
     /// Engines' reports of cached prompt tokens
     /// ([`observe_cached`](crate::ApproxKvIndexer::observe_cached)) of the registered
-    /// workers, summed: per worker, see
+    /// workers, summed (a removed worker's leave the sums): per worker, see
     /// [`cache_reports`](crate::ApproxKvIndexer::cache_reports).
     pub cache: CacheReport,
     /// (block, worker) pairs dropped because a report showed the worker had lost them,

@@ -75,7 +75,8 @@ impl Core {
         let Some(slot) = self.workers.resolve(worker) else {
             return;
         };
-        // Held to the last change: the slot's other events wait (see `removed`).
+        let now = self.now(); // before anything changes (see `Core::record_dated`)
+                              // Held to the last change: the slot's other events wait (see `removed`).
         let mut exact_chains = self.exact_chains(slot);
         let exact = data.blocks.iter().any(|b| b.expires_in.is_none());
         let write = if exact {
@@ -86,7 +87,6 @@ impl Core {
         if !self.workers.begin_write(slot, write) {
             return; // removed meanwhile: the event comes before the removal
         }
-        let now = self.now();
         // Each block's claim: exact, or approximate with the TTL it had left (at most the
         // index's). The chain stops at a block with nothing left to claim.
         let mut chain = SeqChain::after(parent);

@@ -240,6 +240,9 @@ impl Core {
             return true;
         }
         self.records.add(1);
+        // The clock (a caller's code) is read before anything changes: if it panics, the
+        // index is as it was.
+        let now = self.now();
         let guard = self.tree.writing();
         let Some(slot) = self.workers.resolve(worker) else {
             return true; // 2^32 live registrations: nothing sensible to store
@@ -247,7 +250,6 @@ impl Core {
         if !self.workers.begin_write(slot, WriteKind::Approx) {
             return true; // removed meanwhile: the decision comes before the removal
         }
-        let now = self.now();
         // A decision taken now is made later than the worker's previous ones (with caps);
         // another replica's keeps its age and is logged in expiry order among them, after
         // those of equal expiry (with caps, made later than the worker's decisions that
@@ -394,8 +396,9 @@ impl Core {
 
     /// [`set_capacity`](Self::set_capacity) of a registered slot.
     fn set_slot_capacity(&self, slot: Slot, capacity: Option<usize>) {
+        let at = self.read_at(); // before anything changes (see `record_dated`)
         if self.workers.start_slot_logs() {
-            let _ = self.log_what_is_held();
+            let _ = self.log_what_is_held(at);
         }
         self.workers.set_capacity(slot, capacity);
         let Some(cap) = self.worker_cap(slot) else {
@@ -427,7 +430,7 @@ impl Core {
     ///
     /// Returns each raised path's slot, expiry before and expiry after, for a caller that
     /// drops decisions up to an expiry read before (a report's loss).
-    fn log_what_is_held(&self) -> Vec<(Slot, u64, u64)> {
+    fn log_what_is_held(&self, at: ReadAt) -> Vec<(Slot, u64, u64)> {
         if let Some(global) = &self.global_log {
             for decision in global.decisions() {
                 if let Some(log) = self.workers.log(decision.slot) {
@@ -439,7 +442,7 @@ impl Core {
         let mut raised = Vec::new();
         let guard = self.tree.writing();
         // Every entry held through the scan must be in it: one missed is logged nowhere.
-        let rows = self.tree.live_entries_unmoved(self.read_at(), &guard);
+        let rows = self.tree.live_entries_unmoved(at, &guard);
         let held: std::collections::HashMap<(Slot, SequenceHash), &LiveEntry> =
             rows.iter().map(|r| ((r.slot, r.seq), r)).collect();
         // Continued by a deeper entry of the same decision: one whose claim is as late (a

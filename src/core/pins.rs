@@ -102,6 +102,7 @@ impl Core {
         // for this pin, so the slot stays this worker's registration (`docs/design.md`, "Epoch
         // protocol").
         let _pinned = epoch::pin();
+        let at = self.now(); // before anything changes (see `record_dated`)
         let slot = self.workers.resolve(worker)?;
         let predicted = self.depth_in(slot, HashedQuery::Seq(seq));
         let prior = self.claim_before(slot, &seq[..predicted]);
@@ -115,7 +116,7 @@ impl Core {
             generation,
             predicted,
             prior,
-            at: self.now(),
+            at,
         })
     }
 
@@ -208,6 +209,7 @@ impl Core {
         if seq.is_empty() {
             return;
         }
+        let now = self.now(); // before anything changes (see `record_dated`)
         let Some(mut pins) = self.pins.slots.get_mut(&slot) else {
             return;
         };
@@ -223,7 +225,6 @@ impl Core {
             return;
         }
         if self.workers.generation(slot) == generation {
-            let now = self.now();
             let expiry = self.expiry_for(slot, now, self.ttl_nanos);
             self.unpin(slot, seq, (released, expiry), &guard);
             // The released entries are evictable again: the caps may make room for them

@@ -57,6 +57,8 @@ impl Core {
         if self.workers.generation(slot) != generation || !self.workers.is_alive(slot) {
             return None;
         }
+        let at = self.read_at(); // the clock read before anything changes
+        let now = at.clock;
         {
             let mut entry = self.reports.slots.entry(slot).or_default();
             if entry.0 != generation {
@@ -81,9 +83,8 @@ impl Core {
         // A block another running request pinned was lost: the worker restarted.
         let bound = if prior == PIN { PIN - 1 } else { prior };
         let held = self.workers.entries(slot);
-        self.drop_claims_until(slot, bound);
+        self.drop_claims_until(slot, bound, at);
         // When the lost block was last used, before now (its claim was one TTL after).
-        let now = self.now();
         reported.lost_used_before = Some(if prior == PIN {
             now.saturating_sub(begun).saturating_add(1)
         } else {
@@ -100,23 +101,25 @@ impl Core {
         let Some(slot) = self.workers.lookup(key) else {
             return;
         };
-        let used_at = self.now().saturating_sub(used_before);
+        let at = self.read_at();
+        let used_at = at.clock.saturating_sub(used_before);
         self.drop_claims_until(
             slot,
             crate::tree::claim::expiry_after(used_at, self.ttl_nanos),
+            at,
         );
     }
 
     /// Drops `slot`'s approximate claims made by decisions expiring at or before `bound`
     /// (pinned ones stay). Starts slot logs first if none are kept.
-    fn drop_claims_until(&self, slot: Slot, bound: u64) -> usize {
+    fn drop_claims_until(&self, slot: Slot, bound: u64, at: crate::tree::ReadAt) -> usize {
         let mut bound = bound;
         if self.workers.start_slot_logs() {
             // What is held is logged with expiries made unique, in order: the decisions
             // expiring at or before `bound` (those of its clock reading too) are now those
             // up to the last one raised from there.
             bound = self
-                .log_what_is_held()
+                .log_what_is_held(at)
                 .into_iter()
                 .filter(|&(of, was, _)| of == slot && was <= bound)
                 .fold(bound, |bound, (_, _, now)| bound.max(now));

@@ -109,3 +109,60 @@ fn a_manual_clock_never_goes_back_and_saturates_at_the_end() {
     clock.set(Duration::MAX);
     assert_eq!(clock.now(), Duration::from_nanos(u64::MAX));
 }
+
+thread_local! {
+    /// Set on a thread whose next clock reading panics.
+    static PANIC_NEXT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A manual clock whose reading panics once on a thread that asked for it.
+#[derive(Debug, Default)]
+struct PanickingClock(ManualClock);
+
+impl Clock for PanickingClock {
+    fn now(&self) -> Duration {
+        if PANIC_NEXT.with(|p| p.replace(false)) {
+            panic!("the clock failed");
+        }
+        self.0.now()
+    }
+}
+
+/// `ApproxKvIndexer`, "Unwind safety": "a `Clock` is read before a call changes anything,
+/// so a clock that panics leaves the index as it was". Records, events and requests whose
+/// clock reading panics begin no write, so a removal frees everything (capacity-only mode:
+/// no TTL would), and a report whose reading panics is not counted.
+#[test]
+fn a_clock_that_panics_leaves_the_index_as_it_was() {
+    let clock = std::sync::Arc::new(PanickingClock::default());
+    let index = ApproxKvIndexer::builder()
+        .block_size(1)
+        .ttl(Duration::MAX)
+        .clock(clock.clone())
+        .background_sweeper(false)
+        .build()
+        .unwrap();
+    let panics = |call: &dyn Fn()| {
+        PANIC_NEXT.with(|p| p.set(true));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
+        PANIC_NEXT.with(|p| p.set(false));
+        assert!(result.is_err(), "the call read the clock");
+    };
+    index.record(1, Query::tokens(&[1, 2, 3])).unwrap();
+    let request = index.begin_request(1, &[1, 2, 3]);
+    panics(&|| index.record(1, Query::tokens(&[7, 8, 9, 10])).unwrap());
+    panics(&|| drop(index.begin_request(1, &[5, 6])));
+    let stored = crate::support::events::stored_event(1, None, &[(40, 41)]);
+    panics(&|| index.apply_event(&stored));
+    panics(&|| {
+        index.observe_cached(&request, 0);
+    });
+    assert_eq!(index.cache_reports().len(), 0, "the report was not counted");
+    assert!(index.observe_cached(&request, 3), "nor marked taken");
+    index.finish_request(request);
+    assert_eq!(index.find(Query::tokens(&[1, 2, 3])).scores[&1], 3);
+    index.remove_worker(1);
+    index.sweep_expired();
+    index.sweep_expired();
+    assert_eq!((index.stats().entries, index.stats().nodes), (0, 0));
+}
