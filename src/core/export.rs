@@ -18,10 +18,19 @@ use crate::{Snapshot, SnapshotCapacity, SnapshotEntry, SnapshotError, WorkerKey}
 
 impl Core {
     /// Every live entry of a live worker, with its key: parents first (by depth), then by
-    /// worker and block. A pinned entry's TTL left is the TTL.
+    /// worker and block. A pinned entry's TTL left is the TTL, or the worker's longest
+    /// other TTL left if that is longer.
     fn live_entries<W: WorkerKey>(&self) -> Vec<(W, LiveEntry)> {
         let guard = epoch::pin();
         let rows = self.tree.live_entries(self.read_at(), &guard);
+        // A decision taken now outlives the worker's others (with caps its expiry is made
+        // later than theirs, by nanoseconds beyond the TTL): so must a pinned block, whose
+        // children (decisions recorded below a running request) would outlive it otherwise.
+        let mut longest: std::collections::HashMap<Slot, u64> = Default::default();
+        for row in rows.iter().filter(|r| r.expiry != super::PIN) {
+            let left = longest.entry(row.slot).or_default();
+            *left = (*left).max(row.ttl_left);
+        }
         // Under the same pin: a slot the tree showed cannot have been recycled yet.
         let mut keyed: Vec<(W, LiveEntry)> = rows
             .into_iter()
@@ -29,7 +38,8 @@ impl Core {
                 if row.expiry == super::PIN {
                     // A running request's block goes out as a decision taken now: handles
                     // do not travel with a dump or a snapshot.
-                    row.ttl_left = row.ttl_left.min(self.ttl_nanos);
+                    let longest = longest.get(&row.slot).copied().unwrap_or(0);
+                    row.ttl_left = row.ttl_left.min(self.ttl_nanos).max(longest);
                 }
                 Some((self.workers.alive::<W>(row.slot)?, row))
             })

@@ -828,14 +828,22 @@ impl Model {
     /// The live entries at `now` as a snapshot holds them, in the snapshot's order
     /// (depth, worker, block).
     pub fn snapshot(&self, now: u64) -> SnapshotRows {
+        let lefts = self.ttls_left(now);
         let mut rows: SnapshotRows = self
             .registered()
             .filter(|(_, e)| self.live(*e, now))
             .map(|((w, seq), e)| {
                 let node = self.nodes[&seq];
                 let parent = node.parent.unwrap_or(0);
-                let left = self.ttl_left(e, now);
-                (w, seq, parent, node.depth, node.local, e.exact, left)
+                (
+                    w,
+                    seq,
+                    parent,
+                    node.depth,
+                    node.local,
+                    e.exact,
+                    lefts[&(w, seq)],
+                )
             })
             .collect();
         rows.sort_unstable_by_key(|r| (r.3, r.0, r.1));
@@ -953,9 +961,36 @@ impl Model {
     /// Every live (worker, sequence hash) entry with its remaining time to live (`None`
     /// for exact entries).
     pub fn live_entries(&self, now: u64) -> BTreeMap<(WorkerId, u64), Option<u64>> {
+        let lefts = self.ttls_left(now);
         self.registered()
             .filter(|(_, e)| self.live(*e, now))
-            .map(|(key, e)| (key, (!e.exact).then(|| self.ttl_left(e, now))))
+            .map(|(key, e)| (key, (!e.exact).then(|| lefts[&key])))
+            .collect()
+    }
+
+    /// Each live entry's TTL left as dumps and snapshots give it: a pinned block goes out
+    /// as a decision taken now, the TTL, or the worker's longest other TTL left if longer
+    /// (with caps a decision taken now outlives the worker's others).
+    fn ttls_left(&self, now: u64) -> HashMap<(WorkerId, u64), u64> {
+        let live: Vec<((WorkerId, u64), Claim)> = self
+            .registered()
+            .filter(|(_, e)| self.live(*e, now))
+            .collect();
+        let mut longest: HashMap<WorkerId, u64> = HashMap::new();
+        for (key, e) in live.iter().filter(|(_, e)| e.expiry != PIN) {
+            let left = longest.entry(key.0).or_default();
+            *left = (*left).max(self.ttl_left(*e, now));
+        }
+        live.iter()
+            .map(|&(key, e)| {
+                let left = self.ttl_left(e, now);
+                let left = if e.expiry == PIN {
+                    left.max(longest.get(&key.0).copied().unwrap_or(0))
+                } else {
+                    left
+                };
+                (key, left)
+            })
             .collect()
     }
 
