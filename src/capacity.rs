@@ -25,6 +25,17 @@ pub(crate) struct LoggedDecision {
     pub(crate) leaf: SequenceHash,
 }
 
+/// Where a logged decision goes among those of its expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Among {
+    /// Before them: restored and replayed claims and re-anchored walks, which arrive
+    /// parents first, so that the deeper of one decision's goes first.
+    First,
+    /// After them: a decision (ours, or another replica's from the past), and the path
+    /// above a removal's gap, after the decision it was cut from.
+    Last,
+}
+
 /// Decisions in expiry order, oldest first. A worker's decisions have distinct expiries
 /// (with caps, each is made later than the worker's previous one), so the index-wide log
 /// also keeps every worker's decisions in their order.

@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 
 /// A monotonic time source: the time elapsed since an origin of the clock's choosing.
 ///
-/// Implementations must never go backwards, and must not panic: the index reads the clock before a call changes anything,
-/// but a request's release that cannot read it never happens (its blocks stay pinned until
-/// the worker is removed). They are called once per index call, from any thread.
+/// Implementations must never go backwards, and must not panic: the index reads the clock
+/// before a call changes anything, but a request's release that cannot read it never
+/// happens (its blocks stay pinned until the worker is removed). They are called once per
+/// index call, from any thread.
 ///
 /// **Range.** The index counts time in nanoseconds in a `u64`: every reading from zero to
 /// 2^64 - 2 ns (about 584 years) is exact, and a later reading (such as [`ManualClock`]'s

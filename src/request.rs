@@ -98,8 +98,8 @@ impl<W: WorkerKey> ApproxKvIndexer<W> {
     /// hashes ([`Query::sequence`]) or with mismatched hash lengths records and pins
     /// nothing (its handle still predicts, and is inert otherwise). A prompt shorter than a
     /// block pins nothing yet but registers the worker: its handle is live, takes the
-    /// output's blocks as they fill ([`request_output`](Self::request_output)) and a report. Pinned blocks count toward caps and
-    /// capacities but are never evicted; when released they expire one TTL later and are
+    /// output's blocks as they fill ([`request_output`](Self::request_output)) and a report.
+    /// Pinned blocks count toward caps and capacities but are never evicted; when released they expire one TTL later and are
     /// evicted least recently released first, deepest first.
     ///
     /// ```

@@ -8,6 +8,7 @@
 //! only to resolve that worker's later parents and removals.
 
 use super::Core;
+use crate::capacity::Among;
 use crate::events::{KvCacheEventData, KvCacheRemoveData, KvCacheStoreData, RouterEvent};
 use crate::hash::SeqChain;
 use crate::slot::Slot;
@@ -161,12 +162,7 @@ impl Core {
         self.schedule_timer(slot, leaf, expiry);
         if self.capped() {
             self.workers.note_expiry(slot, expiry);
-            self.log(
-                slot,
-                (leaf, expiry, span),
-                among_equal == Among::First,
-                guard,
-            );
+            self.log(slot, (leaf, expiry, span), among_equal, guard);
         }
     }
 
@@ -208,16 +204,6 @@ impl Core {
             self.schedule_walk(slot, walk, Among::Last, &guard);
         }
     }
-}
-
-/// Where a walk from the past goes among the logged decisions of its expiry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Among {
-    /// Before them: restored and replayed claims, which arrive parents first, so that
-    /// the deeper of one decision's goes first.
-    First,
-    /// After them: the path above a removal's gap, after the decision it was cut from.
-    Last,
 }
 
 /// Whether an event with a parent speaks this index's hashes: its first block's hash is

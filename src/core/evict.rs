@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use super::learn::GhostTable;
-use crate::capacity::{DecisionLog, LoggedDecision};
+use crate::capacity::{Among, DecisionLog, LoggedDecision};
 use crate::slot::Slot;
 use crate::timers::{Timer, Timers};
 use crate::tree::{Span, Tree, Walk, Writing};
@@ -44,16 +44,12 @@ pub(crate) struct Evictor<'a> {
 
 impl Evictor<'_> {
     /// Logs `decision` in its slot's log (under a per-worker cap) and the index-wide log
-    /// (under a global cap), in expiry order: after those of equal expiry, or (`sorted`)
-    /// before them.
+    /// (under a global cap), in expiry order, `among` those of equal expiry.
     /// Compacts a log that grew long.
-    pub(crate) fn log(&self, decision: LoggedDecision, sorted: bool) {
-        let put = |log: &DecisionLog| {
-            if sorted {
-                log.insert(decision)
-            } else {
-                log.push(decision)
-            }
+    pub(crate) fn log(&self, decision: LoggedDecision, among: Among) {
+        let put = |log: &DecisionLog| match among {
+            Among::First => log.insert(decision),
+            Among::Last => log.push(decision),
         };
         if let Some(log) = self.workers.log(decision.slot) {
             let len = put(log);
@@ -202,7 +198,7 @@ impl Evictor<'_> {
                     leaf: rest,
                     ..decision
                 },
-                true,
+                Among::First,
             );
             if let Some(timers) = self.timers {
                 let timer = Timer {

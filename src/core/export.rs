@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crossbeam_epoch as epoch;
 
-use super::events::Among;
 use super::Core;
+use crate::capacity::Among;
 use crate::clock::nanos;
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::slot::Slot;

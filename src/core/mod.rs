@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 
-use crate::capacity::{Caps, DecisionLog, LoggedDecision};
+use crate::capacity::{Among, Caps, DecisionLog, LoggedDecision};
 use crate::clock::{nanos, Clock};
 use crate::config::Builder;
 use crate::scores::ScoreSink;
@@ -40,7 +40,6 @@ use crate::tree::{Block, HashedQuery, LiveEntry, ReadAt, Span, Tree, Writing};
 use crate::workers::{Book, Keeping, Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
-use events::Among;
 use evict::{Evictor, Fresh};
 pub(crate) use pins::{Begun, PIN};
 pub(crate) use reports::Reported;
@@ -299,7 +298,7 @@ impl Core {
         }
         self.schedule_timer(slot, leaf, expiry);
         if capped {
-            self.log(slot, (leaf, expiry, Span::Path), false, guard);
+            self.log(slot, (leaf, expiry, Span::Path), Among::Last, guard);
             // A decision from the past is evicted in its turn like any older one. Expiries
             // name a worker's decisions (unique per slot) except once saturated at the
             // last instant, where they stop telling the fresh one apart.
@@ -325,10 +324,8 @@ impl Core {
         }
     }
 
-    /// Logs a walk of `slot` for eviction, in expiry order: after those of equal expiry (a
-    /// decision, ours or another replica's), or (`sorted`: restores, replays, re-anchors,
-    /// which come parents first) before them.
-    fn log(&self, slot: Slot, walk: (SequenceHash, u64, Span), sorted: bool, guard: &Writing<'_>) {
+    /// Logs a walk of `slot` for eviction, in expiry order, `among` those of equal expiry.
+    fn log(&self, slot: Slot, walk: (SequenceHash, u64, Span), among: Among, guard: &Writing<'_>) {
         let (leaf, expiry, span) = walk;
         let decision = LoggedDecision {
             slot,
@@ -337,7 +334,7 @@ impl Core {
             expiry,
             leaf,
         };
-        self.evictor(guard).log(decision, sorted);
+        self.evictor(guard).log(decision, among);
     }
 
     fn evictor<'a>(&'a self, guard: &'a Writing<'_>) -> Evictor<'a> {
