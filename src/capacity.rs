@@ -52,12 +52,13 @@ impl DecisionLog {
     /// just recorded usually goes at the end; concurrent recorders and other workers'
     /// same-instant decisions can put it a few places before, and another replica's,
     /// taken in the past, goes where its expiry falls, after the decisions of equal
-    /// expiry, applied before it). Returns the log's length afterwards.
-    pub(crate) fn push(&self, decision: LoggedDecision) -> usize {
+    /// expiry, applied before it). Returns the log's length afterwards, and the expiry of
+    /// the decision now right after it, if any: a later decision logged first.
+    pub(crate) fn push(&self, decision: LoggedDecision) -> (usize, Option<u64>) {
         let mut d = self.decisions.lock();
         let at = d.partition_point(|x| x.expiry <= decision.expiry);
         d.insert(at, decision);
-        d.len()
+        (d.len(), d.get(at + 1).map(|x| x.expiry))
     }
 
     /// Inserts a decision in expiry order (restores, replayed events and re-anchored walks
@@ -79,18 +80,23 @@ impl DecisionLog {
     /// Takes the oldest decision.
     #[cfg(test)]
     pub(crate) fn pop_oldest(&self) -> Option<LoggedDecision> {
-        self.pop_oldest_if(|_| true)
+        self.pop_oldest_if(|_| true, |_| {})
     }
 
-    /// Removes and returns the oldest decision if `take` accepts it; otherwise leaves the
-    /// log as it is. One step under the log's lock, so no other thread sees it taken.
+    /// Removes and returns the oldest decision if `take` accepts it, calling `taken` with
+    /// it first; otherwise leaves the log as it is. One step under the log's lock, so no
+    /// other thread sees it taken, and one that logs a decision afterwards sees what
+    /// `taken` did.
     pub(crate) fn pop_oldest_if(
         &self,
         take: impl FnOnce(&LoggedDecision) -> bool,
+        taken: impl FnOnce(&LoggedDecision),
     ) -> Option<LoggedDecision> {
         let mut d = self.decisions.lock();
         if take(d.front()?) {
-            d.pop_front()
+            let decision = d.pop_front();
+            decision.as_ref().map(taken);
+            decision
         } else {
             None
         }
@@ -110,10 +116,21 @@ impl DecisionLog {
         let snapshot: Vec<_> = self.decisions.lock().drain(..).collect();
         let kept: Vec<_> = snapshot.into_iter().filter(|x| needed(x)).collect();
         let mut d = self.decisions.lock();
-        // Decisions pushed while we filtered are newer: they go after the kept ones.
-        let newer: Vec<_> = d.drain(..).collect();
+        // Decisions logged while we filtered (in order themselves) are merged in by
+        // expiry: concurrent recorders log a little out of order, and restores and
+        // re-anchored walks anywhere.
+        let logged: Vec<_> = d.drain(..).collect();
+        let (mut kept, mut logged) = (kept.into_iter().peekable(), logged.into_iter().peekable());
+        while let (Some(k), Some(l)) = (kept.peek(), logged.peek()) {
+            let next = if k.expiry <= l.expiry {
+                kept.next()
+            } else {
+                logged.next()
+            };
+            d.extend(next);
+        }
         d.extend(kept);
-        d.extend(newer);
+        d.extend(logged);
     }
 
     /// Forgets everything (the slot is being recycled).
@@ -158,9 +175,10 @@ mod tests {
     #[test]
     fn log_is_ordered_prunes_and_compacts() {
         let log = DecisionLog::default();
-        for i in [10, 20, 50, 40] {
-            log.push(decision(i));
+        for i in [10, 20, 50] {
+            assert_eq!(log.push(decision(i)).1, None);
         }
+        assert_eq!(log.push(decision(40)), (4, Some(50)));
         assert_eq!(log.insert(decision(30)), 5);
         log.insert(decision(5));
         log.prune_expired(10);
@@ -169,6 +187,28 @@ mod tests {
         let rest: Vec<_> = std::iter::from_fn(|| log.pop_oldest().map(|d| d.expiry)).collect();
         assert_eq!(rest, [30, 50]);
         assert_eq!(log.len(), 0);
+    }
+
+    /// Recorders log while a compaction filters (concurrent ones a little out of order):
+    /// what they logged is merged in by expiry, not put after every kept decision (a
+    /// decision older than a kept one would be evicted after it, and a walk of the later
+    /// one may take blocks the older one's hang below).
+    #[test]
+    fn decisions_logged_during_a_compaction_are_merged_in_order() {
+        let log = DecisionLog::default();
+        for i in [10, 30, 50] {
+            log.push(decision(i));
+        }
+        let mut first = true;
+        log.compact(|d| {
+            if std::mem::take(&mut first) {
+                log.push(decision(40));
+                log.push(decision(20));
+            }
+            d.expiry != 50
+        });
+        let order: Vec<_> = std::iter::from_fn(|| log.pop_oldest().map(|d| d.expiry)).collect();
+        assert_eq!(order, [10, 20, 30, 40]);
     }
 
     #[test]

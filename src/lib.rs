@@ -55,7 +55,11 @@
 //!   by exact entries and running requests' pinned blocks, which are never evicted: a
 //!   worker's latest decision or release keeps up to a cap of blocks beside them; and
 //!   entries count until the sweeper frees them, so expired ones may hold a worker above
-//!   a cap until the next sweep).
+//!   a cap until the next sweep). One race is known to break this, rarely: threads
+//!   recording different workers whose prompts share blocks can leave a few of a
+//!   worker's entries in no eviction log, some above a gap (no find reaches them): they
+//!   count toward its cap until a decision refreshes them, their TTL ends or the worker
+//!   is removed (`docs/design.md`, "Bounded memory").
 //! - [`stats`](ApproxKvIndexer::stats) and [`dump_events`](ApproxKvIndexer::dump_events)
 //!   are not snapshots: they read shard after shard while callers run.
 //!

@@ -134,7 +134,7 @@ impl Core {
             let walk = (block.seq, block.claim.expiry, Span::Block);
             self.schedule_walk(slot, walk, Among::First, &guard);
         }
-        self.enforce_caps(slot, added, None, &guard);
+        self.enforce_caps(slot, 2 * added, None, &guard);
         self.workers.end_write(slot);
     }
 
@@ -162,7 +162,7 @@ impl Core {
         self.schedule_timer(slot, leaf, expiry);
         if self.capped() {
             self.workers.note_expiry(slot, expiry);
-            self.log(slot, (leaf, expiry, span), among_equal, guard);
+            let _ = self.log(slot, (leaf, expiry, span), among_equal, guard);
         }
     }
 

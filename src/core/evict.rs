@@ -19,10 +19,11 @@ use crate::capacity::{Among, DecisionLog, LoggedDecision};
 use crate::slot::Slot;
 use crate::timers::{Timer, Timers};
 use crate::tree::{Span, Tree, Walk, Writing};
-use crate::workers::Workers;
+use crate::workers::{LogKind, Workers};
 
 /// A recorder's own decision, just logged: its expiry and its blocks (see
-/// [`Evictor::evict_worker`]).
+/// [`Evictor::evict_worker`]). A recorder overtaken by a later decision of its worker
+/// passes that one's expiry and no blocks: everything before it may go.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Fresh {
     pub(crate) expiry: u64,
@@ -45,21 +46,26 @@ pub(crate) struct Evictor<'a> {
 impl Evictor<'_> {
     /// Logs `decision` in its slot's log (under a per-worker cap) and the index-wide log
     /// (under a global cap), in expiry order, `among` those of equal expiry.
-    /// Compacts a log that grew long.
-    pub(crate) fn log(&self, decision: LoggedDecision, among: Among) {
+    /// Compacts a log that grew long. Returns the expiry of the decision logged right
+    /// after it in its slot's log, if any (`Among::Last` only): a later decision of the
+    /// worker, logged first by another thread.
+    pub(crate) fn log(&self, decision: LoggedDecision, among: Among) -> Option<u64> {
         let put = |log: &DecisionLog| match among {
-            Among::First => log.insert(decision),
+            Among::First => (log.insert(decision), None),
             Among::Last => log.push(decision),
         };
+        let mut later = None;
         if let Some(log) = self.workers.log(decision.slot) {
-            let len = put(log);
+            let len;
+            (len, later) = put(log);
             self.compact_if_long(log, len, self.workers.entries(decision.slot));
         }
         if let Some(log) = self.global {
-            let len = put(log);
+            let (len, _) = put(log);
             let total = self.workers.tracked_total().unwrap_or(0);
             self.compact_if_long(log, len, total);
         }
+        later
     }
 
     /// Evicts `slot`'s oldest decisions until it holds at most `cap` entries, `quota`
@@ -92,7 +98,7 @@ impl Evictor<'_> {
         let fresh = fresh
             .filter(|_| !self.workers.had_exact(slot))
             .map(|f| (f.expiry, f.blocks.saturating_sub(cap)));
-        self.evict_from(log, (quota, Some(cap)), fresh, || {
+        self.evict_from((log, LogKind::Slot), (quota, Some(cap)), fresh, || {
             self.workers.entries(slot).saturating_sub(cap)
         })
     }
@@ -104,7 +110,7 @@ impl Evictor<'_> {
         let Some(log) = self.global else {
             return 0;
         };
-        self.evict_from(log, (quota, None), None, || {
+        self.evict_from((log, LogKind::Global), (quota, None), None, || {
             self.workers
                 .tracked_total()
                 .unwrap_or(0)
@@ -118,9 +124,43 @@ impl Evictor<'_> {
         let Some(log) = self.workers.log(slot) else {
             return 0;
         };
+        self.evict_oldest_until((log, LogKind::Slot), bound, None)
+    }
+
+    /// Called by a recorder that just logged its decision (`slot`, `expiry`): if a later
+    /// decision of the worker was taken from a log to be evicted meanwhile
+    /// ([`Workers::evicted_past`]), that walk may have taken blocks that this decision's
+    /// (written at the same time) hang below, leaving them above a gap. Evicting, in
+    /// order, what that log holds up to this decision (the decisions taken before the
+    /// later one but logged after it was taken: this one, and others still being written
+    /// then) is what the order of eviction asked for, and takes those blocks. Returns the
+    /// entries evicted.
+    pub(crate) fn evict_overtaken(&self, slot: Slot, expiry: u64, cap: Option<usize>) -> usize {
         let mut evicted = 0;
-        while let Some(decision) = log.pop_oldest_if(|d| d.expiry <= bound) {
-            evicted += self.evict(decision, usize::MAX, None);
+        if let Some(log) = self.workers.log(slot) {
+            if self.workers.evicted_past(slot, expiry, LogKind::Slot) {
+                evicted += self.evict_oldest_until((log, LogKind::Slot), expiry, cap);
+            }
+        }
+        if let Some(log) = self.global {
+            if self.workers.evicted_past(slot, expiry, LogKind::Global) {
+                evicted += self.evict_oldest_until((log, LogKind::Global), expiry, None);
+            }
+        }
+        evicted
+    }
+
+    /// Evicts, oldest first, every decision of `log` expiring at or before `bound`.
+    fn evict_oldest_until(
+        &self,
+        (log, kind): (&DecisionLog, LogKind),
+        bound: u64,
+        ghost_cap: Option<usize>,
+    ) -> usize {
+        let mut evicted = 0;
+        let taken = |d: &LoggedDecision| self.workers.note_eviction(d, kind);
+        while let Some(decision) = log.pop_oldest_if(|d| d.expiry <= bound, taken) {
+            evicted += self.evict(decision, usize::MAX, ghost_cap);
         }
         evicted
     }
@@ -130,7 +170,7 @@ impl Evictor<'_> {
     /// worker's cap, whose evicted blocks become ghosts.
     fn evict_from(
         &self,
-        log: &DecisionLog,
+        (log, kind): (&DecisionLog, LogKind),
         (quota, ghost_cap): (usize, Option<usize>),
         fresh: Option<(u64, usize)>,
         excess: impl Fn() -> usize,
@@ -145,9 +185,10 @@ impl Evictor<'_> {
             if excess == 0 {
                 return evicted;
             }
-            let Some(decision) = log.pop_oldest_if(|d| {
-                d.expiry < fresh_expiry || (d.expiry == fresh_expiry && spare > 0)
-            }) else {
+            let Some(decision) = log.pop_oldest_if(
+                |d| d.expiry < fresh_expiry || (d.expiry == fresh_expiry && spare > 0),
+                |d| self.workers.note_eviction(d, kind),
+            ) else {
                 return evicted; // nothing (else) this caller may evict
             };
             let own = fresh.is_some() && decision.expiry == fresh_expiry;
@@ -193,7 +234,7 @@ impl Evictor<'_> {
             self.ghosts.add((slot, decision.generation), &evicted, cap);
         }
         if let (Some(rest), Span::Path) = (walked.resume, decision.span) {
-            self.log(
+            let _ = self.log(
                 LoggedDecision {
                     leaf: rest,
                     ..decision

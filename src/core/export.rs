@@ -187,7 +187,7 @@ impl Core {
             added_per_slot[at].1 += usize::from(added);
         }
         for (slot, added) in added_per_slot {
-            self.enforce_caps(slot, added, None, &guard);
+            self.enforce_caps(slot, 2 * added, None, &guard);
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! queries (hashing), the worker-key type, sharing decisions and the sweeper thread's life.
 //!
 //! - `mod.rs`: the state, time, find, record, caps, stats;
+//! - `bound.rs`: a decision's log entry and the evictions the caps call for;
 //! - `evict.rs`: the evictor, which enforces the caps;
 //! - `events.rs`: exact (and replayed) KV events;
 //! - `export.rs`: dump, snapshot and restore;
@@ -13,6 +14,7 @@
 //! - `purge.rs`: freeing removed workers' entries, a few shards a tick;
 //! - `sweep.rs`: reclamation, by the sweeper and by callers helping it.
 
+mod bound;
 mod events;
 mod evict;
 mod export;
@@ -40,7 +42,7 @@ use crate::tree::{Block, HashedQuery, LiveEntry, ReadAt, Span, Tree, Writing};
 use crate::workers::{Book, Keeping, Workers, WriteKind};
 use crate::{LocalBlockHash, SequenceHash, WorkerKey};
 
-use evict::{Evictor, Fresh};
+use bound::Written;
 pub(crate) use pins::{Begun, PIN};
 pub(crate) use reports::Reported;
 
@@ -269,8 +271,8 @@ impl Core {
     }
 
     /// Stores a decision of `slot` (its write begun) expiring at `expiry`: its entries,
-    /// its timer, and with caps its log entry (after every decision of an earlier or equal
-    /// expiry) and the evictions it calls for (`past`: another replica's decision older
+    /// its timer, and with caps its log entry and the evictions it calls for
+    /// ([`bound_decision`](Self::bound_decision); `past`: another replica's decision older
     /// than the worker's newest, which gets no protection as the fresh decision).
     /// `unpinned`: entries a release just made evictable again, which the evictions may
     /// make room for as for added ones. Returns the entries added.
@@ -290,23 +292,18 @@ impl Core {
             .tree
             .record(slot, (local, seq), expiry, holds_none, guard);
         self.workers.adjust_entries(slot, added as i64);
+        self.schedule_timer(slot, leaf, expiry);
         // Read after the entries are in (not once before): a first capacity set meanwhile
         // logs what it finds in the tree, and a record it did not find logs itself here.
-        let capped = self.capped();
-        if capped {
-            guard.uncount_dropped(); // before the caps read the counts
-        }
-        self.schedule_timer(slot, leaf, expiry);
-        if capped {
-            self.log(slot, (leaf, expiry, Span::Path), Among::Last, guard);
-            // A decision from the past is evicted in its turn like any older one. Expiries
-            // name a worker's decisions (unique per slot) except once saturated at the
-            // last instant, where they stop telling the fresh one apart.
-            let fresh = (!past && expiry != LAST_INSTANT).then_some(Fresh {
-                expiry,
+        if self.capped() {
+            let written = Written {
+                leaf,
                 blocks: seq.len(),
-            });
-            self.enforce_caps(slot, added + unpinned, fresh, guard);
+                expiry,
+                past,
+                evictable: added + unpinned,
+            };
+            self.bound_decision(slot, written, guard);
         }
         added
     }
@@ -322,51 +319,6 @@ impl Core {
             };
             timers.schedule(expiry, timer);
         }
-    }
-
-    /// Logs a walk of `slot` for eviction, in expiry order, `among` those of equal expiry.
-    fn log(&self, slot: Slot, walk: (SequenceHash, u64, Span), among: Among, guard: &Writing<'_>) {
-        let (leaf, expiry, span) = walk;
-        let decision = LoggedDecision {
-            slot,
-            generation: self.workers.generation(slot),
-            span,
-            expiry,
-            leaf,
-        };
-        self.evictor(guard).log(decision, among);
-    }
-
-    fn evictor<'a>(&'a self, guard: &'a Writing<'_>) -> Evictor<'a> {
-        Evictor {
-            tree: &self.tree,
-            workers: &self.workers,
-            global: self.global_log.as_ref(),
-            timers: self.timers_kept(),
-            ghosts: &self.ghosts,
-            guard,
-        }
-    }
-
-    /// After `slot` gained `added` entries: while over a cap, evicts up to twice as many
-    /// entries as were added, enough to drain leftovers of races, while concurrent writers
-    /// cannot strip a worker by all evicting the same excess.
-    /// `fresh`: the caller's own decision, if it recorded one (see
-    /// [`Evictor::evict_worker`]).
-    fn enforce_caps(&self, slot: Slot, added: usize, fresh: Option<Fresh>, guard: &Writing<'_>) {
-        if added == 0 {
-            return;
-        }
-        let evictor = self.evictor(guard);
-        let quota = 2 * added;
-        let mut evicted = 0;
-        if let Some(cap) = self.worker_cap(slot) {
-            evicted += evictor.evict_worker(slot, cap, quota, fresh);
-        }
-        if let Some(cap) = self.caps.total {
-            evicted += evictor.evict_total(cap, quota - evicted);
-        }
-        self.evictions.add(evicted as u64);
     }
 
     /// Whether decisions are logged for eviction: a cap, or a worker's capacity, was set.
@@ -431,7 +383,7 @@ impl Core {
         if let Some(global) = &self.global_log {
             for decision in global.decisions() {
                 if let Some(log) = self.workers.log(decision.slot) {
-                    log.push(decision);
+                    let _ = log.push(decision);
                 }
             }
             return Vec::new();

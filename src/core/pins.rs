@@ -190,7 +190,7 @@ impl Core {
         if self.capped() {
             guard.uncount_dropped();
             // Pinned entries count toward the caps; the evictions make room around them.
-            self.enforce_caps(slot, added, None, &guard);
+            self.enforce_caps(slot, 2 * added, None, &guard);
         }
         self.workers.end_write(slot);
         true

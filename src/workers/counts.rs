@@ -6,9 +6,19 @@ use std::sync::Arc;
 
 use super::table::{DEAD, STATE_BITS, STATE_MASK};
 use super::Workers;
+use crate::capacity::LoggedDecision;
 use crate::slot::Slot;
 use crate::sync::Ordering;
 use crate::tree::claim::LAST_INSTANT;
+
+/// Which log a decision is evicted from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogKind {
+    /// Its slot's log (a per-worker cap or capacity).
+    Slot = 0,
+    /// The index-wide log (the global cap).
+    Global = 1,
+}
 
 impl Workers {
     /// Entries over all slots, if tracked.
@@ -57,6 +67,27 @@ impl Workers {
             .filter_map(|s| self.slots.get(s as Slot))
             .map(|i| i.entries.load(Ordering::Relaxed).max(0) as usize)
             .sum()
+    }
+
+    /// Notes that `decision` was taken from a log (`from`) to be evicted. Called under
+    /// the log's lock: a recorder that logs a decision there afterwards sees it
+    /// ([`evicted_past`](Self::evicted_past)).
+    pub(crate) fn note_eviction(&self, decision: &LoggedDecision, from: LogKind) {
+        if self.generation(decision.slot) != decision.generation {
+            return; // a removed registration's, skipped by the eviction
+        }
+        if let Some(info) = self.slots.get(decision.slot) {
+            info.evicted_until[from as usize].fetch_max(decision.expiry, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether a decision of `slot` later than `expiry` was taken from a log (`from`) to
+    /// be evicted: by then, an earlier decision still being written (expiries are handed
+    /// out in order) may have had blocks below the later one's, which its walk took.
+    pub(crate) fn evicted_past(&self, slot: Slot, expiry: u64, from: LogKind) -> bool {
+        self.slots
+            .get(slot)
+            .is_some_and(|info| info.evicted_until[from as usize].load(Ordering::Acquire) > expiry)
     }
 
     /// Makes later [`unique_expiry`](Self::unique_expiry) results come after `expiry`

@@ -33,6 +33,7 @@ use crate::slot::{Slot, SlotBook, SlotOwners};
 use crate::sync::{AtomicBool, AtomicI64, AtomicUsize, DashMap, Mutex, Ordering};
 use crate::{WorkerId, WorkerKey, WorkerWithDpRank};
 
+pub(crate) use counts::LogKind;
 pub(crate) use exact_chains::ExactChains;
 pub(crate) use handshake::WriteKind;
 use recycle::FreeSlots;

@@ -68,6 +68,9 @@ impl Workers {
             info.engine_hashes.lock().clear();
             info.exact_chains.lock().clear();
             info.last_expiry.store(0, Ordering::Relaxed);
+            for until in &info.evicted_until {
+                until.store(0, Ordering::Relaxed);
+            }
             *info.last_dated.lock() = (0, 0);
             info.capacity.store(0, Ordering::Relaxed);
             info.capacity_taught.store(false, Ordering::Relaxed);

@@ -78,6 +78,10 @@ pub(super) struct SlotInfo {
     /// The latest expiry handed out by
     /// [`Workers::unique_expiry`](super::Workers::unique_expiry).
     pub(super) last_expiry: AtomicU64,
+    /// The latest expiry of a decision of this slot taken to be evicted, from the slot's
+    /// log and from the index-wide log
+    /// ([`Workers::note_eviction`](super::Workers::note_eviction)).
+    pub(super) evicted_until: [AtomicU64; 2],
     /// The latest decision from the past (another replica's) that
     /// [`Workers::dated_expiry`](super::Workers::dated_expiry) saw: the expiry it asked
     /// for and the one it got.
