@@ -51,15 +51,16 @@
 //! - **`remove_worker`** is linearizable: finds that start after it returns never report
 //!   the worker, until a later record registers it again.
 //! - **Caps** hold exactly for one writer at a time; with concurrent writers entries may
-//!   exceed a cap by the blocks of the writes in flight, and never stay above it (except
-//!   by exact entries and running requests' pinned blocks, which are never evicted: a
-//!   worker's latest decision or release keeps up to a cap of blocks beside them; and
-//!   entries count until the sweeper frees them, so expired ones may hold a worker above
-//!   a cap until the next sweep). One race is known to break this, rarely: threads
-//!   recording different workers whose prompts share blocks can leave a few of a
-//!   worker's entries in no eviction log, some above a gap (no find reaches them): they
-//!   count toward its cap until a decision refreshes them, their TTL ends or the worker
-//!   is removed (`docs/design.md`, "Bounded memory").
+//!   exceed a cap by the blocks of the writes in flight, and, rarely, stay a few entries
+//!   over it once they return, until the worker's next decisions that add entries (each
+//!   writer evicts at most twice what it added); exact entries and running requests'
+//!   pinned blocks are never evicted (a worker's latest decision or release keeps up to a
+//!   cap of blocks beside them), and entries count until the sweeper frees them, so
+//!   expired ones may hold a worker above a cap until the next sweep. One race, rare and
+//!   not yet traced: many threads recording workers whose prompts share blocks may leave
+//!   an entry in no eviction log, counted toward its worker's cap until a decision
+//!   refreshes it, its TTL ends or the worker is removed (`docs/design.md`, "Bounded
+//!   memory").
 //! - [`stats`](ApproxKvIndexer::stats) and [`dump_events`](ApproxKvIndexer::dump_events)
 //!   are not snapshots: they read shard after shard while callers run.
 //!

@@ -122,7 +122,7 @@ impl Core {
             evicted += evictor.evict_worker(slot, cap, quota, fresh);
         }
         if let Some(cap) = self.caps.total {
-            evicted += evictor.evict_total(cap, quota - evicted);
+            evicted += evictor.evict_total(cap, quota.saturating_sub(evicted));
         }
         self.evictions.add(evicted as u64);
     }
@@ -167,6 +167,7 @@ mod tests {
         engine: &Core,
         blocks: &[u64],
     ) -> (Slot, u64, (Vec<LocalBlockHash>, Vec<SequenceHash>)) {
+        let _pinned = crossbeam_epoch::pin(); // the lookup's rule
         let slot = engine.workers.resolve(1u64).unwrap();
         let expiry = engine.expiry_for(slot, engine.now(), engine.ttl_nanos);
         (slot, expiry, chain(blocks))

@@ -181,7 +181,7 @@ impl Evictor<'_> {
         let (fresh_expiry, mut spare) = fresh.unwrap_or((u64::MAX, usize::MAX));
         loop {
             // Read the count afresh: other threads evict concurrently.
-            let excess = excess().min(quota - evicted);
+            let excess = excess().min(quota.saturating_sub(evicted));
             if excess == 0 {
                 return evicted;
             }
@@ -195,7 +195,8 @@ impl Evictor<'_> {
             let budget = if own { excess.min(spare) } else { excess };
             let n = self.evict(decision, budget, ghost_cap);
             if own {
-                spare -= n;
+                // `n` may pass the budget: a rest evicted at once (`evict`).
+                spare = spare.saturating_sub(n);
             }
             evicted += n;
         }
@@ -249,6 +250,11 @@ impl Evictor<'_> {
                 };
                 timers.schedule(decision.expiry, timer);
             }
+            // A later decision of the slot taken to be evicted while this walk ran (by
+            // another thread) may have taken blocks the rest hangs below: the rest goes
+            // now, in order, as for a recorder overtaken (`evict_overtaken`).
+            let rest = self.evict_overtaken(slot, decision.expiry, ghost_cap);
+            return walked.removed + rest;
         }
         walked.removed // uncounted by the walk, entry by entry
     }

@@ -1,22 +1,24 @@
-//! The purge of a removed worker racing a record that lays that worker's new blocks as a run.
+//! The purge of a removed worker racing a record that lays that worker's new blocks as a
+//! run, while a walk arrives at the run's tail.
 //!
 //! An approximate record does not wait for a removal of its worker, so the purge may meet
 //! the run while the record is still laying it (`Tree::insert_run`): the record puts the
-//! head in (the worker its only holder), then the tail marker, then looks at the head again
-//! and takes its marker out if the head no longer names the run. The purge
-//! (`Tree::purge_shards`), under the head's write lock, removes the worker's holder and
-//! with it the head, then the tail marker if it names the run (`Tree::remove_run`). Whatever
-//! the interleaving, a marker of the run is left only with its head.
+//! tail marker in, then the head (the worker its only holder), then takes its marker out if
+//! the head no longer names the run. The purge (`Tree::purge_shards`), under the head's
+//! write lock, removes the worker's holder and with it the head, then the tail marker if it
+//! names the run (`Tree::remove_run`). A walk (of a block hung below the run, or of a
+//! decision ending at its tail, both made through the head) reads the head, then the tail.
 //!
-//! Checked ordering: the record puts its marker in before it looks at the head again, and
-//! the purge takes the head out before it looks for the marker, so one of the two sees the
-//! other's change.
+//! Checked ordering: the marker goes in before the head, and the purge takes the head out
+//! before the marker, so a reader that finds the head naming the run and then no marker at
+//! the tail finds the head gone too, and whatever the interleaving, a marker of the run is
+//! left only with its head.
 //!
-//! Can fail: with `--cfg loom_break="run_marker_unchecked"` (the record does not look at
-//! the head again, as it once did not) loom finds the purge that took the head out before
-//! the marker went in: "a tail marker outlived its run". Such a marker stayed in the map for
-//! good, a node in `IndexStats::nodes`, and named a freed run whose address a later run could
-//! take.
+//! Can fail: with `--cfg loom_break="run_head_first"` (the head in first, then the marker,
+//! as the record once did) loom finds the walk that reads the head, then the tail before
+//! the marker is in: "a run's head without its tail marker". Such a walk stopped there, its
+//! decision gone from its log: the run's claims it should have ended stayed for good, and
+//! the blocks hung below, once a later walk took the run, above a gap.
 
 use loom::sync::{Arc, RwLock};
 use loom::thread;
@@ -44,25 +46,29 @@ fn remove_tail_marker(head: &Shard, tail: &Shard, run: usize) {
 }
 
 #[test]
-fn purge_races_run_insert() {
+fn purge_and_walk_race_run_insert() {
     super::model(|| {
         let local: Vec<LocalBlockHash> = (1..=LEN as u64).map(LocalBlockHash).collect();
         let seq = crate::compute_seq_hashes(&local);
         let head: Arc<Shard> = Arc::new(RwLock::new(None));
         let tail: Arc<Shard> = Arc::new(RwLock::new(None));
         let run = Run::make(&local, &seq);
+        let seq_head = seq[0].0;
         let recorder = {
             let (head, tail) = (Arc::clone(&head), Arc::clone(&tail));
             let first = seq[0];
             thread::spawn(move || {
                 let span = RunSpan::of_seq(&seq);
                 let node = Node::run_head(SequenceHash(0), (run, span), 0, WORKER, EXPIRY);
-                *head.write().unwrap() = Some(node);
                 let marker = Node::run_tail(first, run, LEN as u32 - 1);
-                *tail.write().unwrap() = Some(marker);
-                if !cfg!(loom_break = "run_marker_unchecked") {
-                    remove_tail_marker(&head, &tail, run);
+                if cfg!(loom_break = "run_head_first") {
+                    *head.write().unwrap() = Some(node);
+                    *tail.write().unwrap() = Some(marker);
+                } else {
+                    *tail.write().unwrap() = Some(marker);
+                    *head.write().unwrap() = Some(node);
                 }
+                remove_tail_marker(&head, &tail, run);
             })
         };
         let purger = {
@@ -80,8 +86,28 @@ fn purge_races_run_insert() {
                 }
             })
         };
+        // The walk: the head naming the run, then the tail.
+        let walker = {
+            let (head, tail) = (Arc::clone(&head), Arc::clone(&tail));
+            thread::spawn(move || {
+                let names_run = |shard: &Shard, kind: Kind| {
+                    shard.read().unwrap().as_ref().map(|n| n.kind()) == Some(kind)
+                };
+                let marker = Kind::Tail {
+                    head: SequenceHash(seq_head),
+                    run,
+                };
+                if names_run(&head, Kind::Head(run)) {
+                    assert!(
+                        names_run(&tail, marker) || !names_run(&head, Kind::Head(run)),
+                        "a run's head without its tail marker"
+                    );
+                }
+            })
+        };
         recorder.join().unwrap();
         purger.join().unwrap();
+        walker.join().unwrap();
         let head_live = head.read().unwrap().is_some();
         let marker = tail.read().unwrap().is_some();
         assert!(!marker || head_live, "a tail marker outlived its run");

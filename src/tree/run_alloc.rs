@@ -449,12 +449,16 @@ impl<'g> RunAt<'g> {
     }
 }
 
-/// Hands the run of a head that left the map to the epoch collector.
+/// Hands the run of a head that left the map (or of one that never had a head) to the
+/// epoch collector.
 pub(crate) fn retire(run: RunPtr, guard: &Guard) {
     // SAFETY: `run` came from `Run::alloc` (as `Owned::into_usize` gives) and is retired
-    // once, by the `Drop` of the one head that owns it, under the shard write lock that
-    // removed or replaced the head: no new reader can load it from the map, and readers
-    // that did are pinned, so `defer_destroy` frees it only after they unpin.
+    // once: by the `Drop` of the one head that owns it, under the shard write lock that
+    // removed or replaced the head, or by the writer that made it and never placed it at
+    // a head (an insert or a cut that fell back; a tail marker may name it, which readers
+    // compare but follow only through a head that names it). No new reader can load it
+    // from a head, and readers that did are pinned, so `defer_destroy` frees it only after
+    // they unpin.
     unsafe {
         let shared = Shared::<Run>::from_usize(run);
         shared.deref().state.store(GONE, Ordering::Release);

@@ -31,7 +31,7 @@ use crossbeam_epoch::Guard;
 use super::claim::Claim;
 use super::map::Entry;
 use super::node::{Kind, Node, Outcome, Settle};
-use super::run_alloc::{bytes_of, run_at, Run, RunPtr, RunSpan, MIN_RUN};
+use super::run_alloc::{self, bytes_of, run_at, Run, RunPtr, RunSpan, MIN_RUN};
 use super::walk::{Span, Walk};
 use super::Tree;
 use crate::slot::Slot;
@@ -77,7 +77,17 @@ impl Tree {
     /// Stores the new blocks `seq`, `local` (two or more, whose first block's key is
     /// free, and so are the others': the tree is closed under prefixes) as one run held by
     /// `slot` with an approximate claim until `expiry`, below `parent` at `depth`. Returns
-    /// false, storing nothing, if the first block's key is taken meanwhile.
+    /// false, storing nothing, if the first block's key is taken meanwhile, or the last
+    /// block's by something a run may not replace (a block, or a live run's marker).
+    ///
+    /// The tail marker goes in before the head. Once the head is in, other writers join
+    /// the run through it, hang blocks below its tail and log decisions that end there;
+    /// a walk of those arrives at the tail key and must find the marker: a key found
+    /// empty ends a walk, whose decision is gone from its log by then, so the run's claims
+    /// it should have ended would be held past their turn for good (and the blocks above,
+    /// once a later walk took the run's prefix, above a gap). Before the head is in,
+    /// nothing holds the run: a walk that meets the marker then reads the run as gone and
+    /// stops, as it would at a key without our run.
     pub(super) fn insert_run(
         &self,
         slot: Slot,
@@ -88,66 +98,87 @@ impl Tree {
         guard: &Writing<'_>,
     ) -> bool {
         debug_assert!(seq.len() >= MIN_RUN);
-        let head = seq[0];
-        let run = match self.nodes.entry(head.0) {
-            Entry::Occupied(_) => return false,
-            Entry::Vacant(v) => {
-                let run = Run::make(local, seq);
-                self.linked_run(seq.len());
-                let span = RunSpan::of_seq(seq);
-                v.insert(Node::run_head(parent, (run, span), depth, slot, expiry));
-                run
+        let (head, tail) = (seq[0], seq[seq.len() - 1]);
+        if self.nodes.get(&head.0).is_some() {
+            return false;
+        }
+        let run = Run::make(local, seq);
+        let tail_depth = depth.saturating_add(seq.len() as u32 - 1);
+        if !self.place_tail_marker(tail.0, (head, run), tail_depth) {
+            run_alloc::retire(run, guard); // never published
+            return false;
+        }
+        let v = match self.nodes.entry(head.0) {
+            Entry::Vacant(v) => v,
+            taken @ Entry::Occupied(_) => {
+                // Our marker names a run that never had a head: it goes (unless another
+                // run's replaced it; the head's lock let go first, as the marker may be in
+                // the same shard), and the run was never reachable.
+                drop(taken);
+                self.remove_tail_marker(tail.0, head, run);
+                run_alloc::retire(run, guard);
+                return false;
             }
         };
-        let tail_depth = depth.saturating_add(seq.len() as u32 - 1);
-        let tail = seq[seq.len() - 1];
-        let clash = loop {
-            let other = match self.nodes.entry(tail.0) {
+        self.linked_run(seq.len());
+        let span = RunSpan::of_seq(seq);
+        v.insert(Node::run_head(parent, (run, span), depth, slot, expiry));
+        // Before our head was in, another run's insert (or a split meeting the marker)
+        // read our run as gone and replaced or removed the marker: the run must be blocks.
+        // Runs are made only while `makes_runs` holds; whoever cleared it splits every run
+        // it looks a block up in, and this one may have come after its look (`split_all`).
+        let marker = Kind::Tail { head, run };
+        let marked = self.nodes.get(&tail.0).is_some_and(|n| n.kind() == marker);
+        if !marked || !self.makes_runs.load(SeqCst) {
+            self.split(head, run, guard);
+        }
+        // The purge of a removed worker (a record does not wait for one) may have taken the
+        // run out after its head went in, and its marker with it or not: ours goes then (a
+        // no-op while the head names the run, or once the split above put the last block
+        // over it). Loom model `insert_run_vs_purge`.
+        self.remove_tail_marker(tail.0, head, run);
+        true
+    }
+
+    /// Places the marker of the run (`head`, `run`) at `tail`: into a free key, or over the
+    /// marker of a run that is gone (removed from its head first) or whose head is not in
+    /// yet (another insert's, which then finds its marker replaced and splits its run).
+    /// False where a block or a live run's marker is.
+    fn place_tail_marker(
+        &self,
+        tail: u64,
+        (head, run): (SequenceHash, RunPtr),
+        depth: u32,
+    ) -> bool {
+        loop {
+            let (other_head, other_run) = match self.nodes.entry(tail) {
                 Entry::Vacant(v) => {
-                    v.insert(Node::run_tail(head, run, tail_depth));
-                    break false;
+                    v.insert(Node::run_tail(head, run, depth));
+                    return true;
                 }
                 Entry::Occupied(o) => match o.get().kind() {
                     Kind::Tail { head, run } => (head, run),
-                    // A block (placed by a split of our run, or left behind above a gap by
-                    // a walk): the run must be blocks too.
-                    _ => break true,
+                    _ => return false,
                 },
             };
-            // Another run's marker: a run left behind above a gap, which the split of ours
-            // splits too; or one that is gone (removed from its head first), whose marker
-            // ours replaces.
-            let (other_head, other_run) = other;
             let live = self
                 .nodes
                 .get(&other_head.0)
                 .is_some_and(|n| n.kind() == Kind::Head(other_run));
             if live {
-                break true;
+                return false;
             }
-            if let Entry::Occupied(mut o) = self.nodes.entry(tail.0) {
-                if o.get().kind()
-                    == (Kind::Tail {
-                        head: other_head,
-                        run: other_run,
-                    })
-                {
-                    *o.get_mut() = Node::run_tail(head, run, tail_depth);
-                    break false;
+            if let Entry::Occupied(mut o) = self.nodes.entry(tail) {
+                let other = Kind::Tail {
+                    head: other_head,
+                    run: other_run,
+                };
+                if o.get().kind() == other {
+                    *o.get_mut() = Node::run_tail(head, run, depth);
+                    return true;
                 }
             }
-        };
-        // Runs are made only while `makes_runs` holds; whoever cleared it splits every run
-        // it looks a block up in, and this one may have come after its look (`split_all`).
-        if clash || !self.makes_runs.load(SeqCst) {
-            self.split(head, run, guard);
         }
-        // The purge of a removed worker (a record does not wait for one) may have taken the
-        // run out between its head and its marker going in, and found no marker to take:
-        // ours goes then (a no-op while the head names the run, or once the split above
-        // put the last block over it). Loom model `insert_run_vs_purge`.
-        self.remove_tail_marker(tail.0, head, run);
-        true
     }
 
     /// Adds `slot` with `claim` to the holders of the run whose head is keyed `seq[i]`

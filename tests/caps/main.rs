@@ -4,6 +4,8 @@
 //! (the entries of any number of workers, exact entries, not the blocks a `Removed` event
 //! ended) and the eviction order a restore keeps. `restored`: restores and replayed dumps
 //! evict in the original order; the global cap counts exact entries and never evicts them.
+//! `races`: many threads recording many workers leave no block above a gap, nor one past
+//! its turn.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -11,4 +13,5 @@ mod support;
 mod capacities;
 mod counted;
 mod eviction;
+mod races;
 mod restored;

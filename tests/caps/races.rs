@@ -1,0 +1,123 @@
+//! Recorders racing under caps: many threads recording many workers whose prompts share
+//! blocks, so that runs are made, joined, cut and split while decisions are evicted.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use approx_kv_index::*;
+use approx_kv_rng::SplitMix64;
+
+const WORKERS: u64 = 16;
+const CAP: usize = 6;
+
+/// Each run: 4 threads record 2,000 prompts each to 16 workers at random (2-token blocks
+/// from 3 values, prefixes of earlier prompts extended), every worker capped at 6 blocks,
+/// on a never-expiring index. Afterwards no worker may hold a block whose parent it does
+/// not hold, and 100 more one-block decisions of each worker, one thread, must leave it
+/// exactly its 6 newest (an entry no log names would stay for good).
+///
+/// Before the run's tail marker went in ahead of its head, a walk arriving at the tail in
+/// between stopped there (about 13 runs in 1,500 ended with a block above a gap, 6 with a
+/// worker short of its newest); before a re-logged rest of a walk cut short was evicted at
+/// once when a later decision had been taken meanwhile, and before an overtaken recorder
+/// evicted in order, others. Now about 2 runs in 3,000 leave one entry past its turn (not
+/// traced: `docs/design.md`, Bounded memory), which the bound allows: 3 of 600 (without
+/// the fixes, at least 4 fail 94 times in 100).
+#[test]
+fn recorders_of_many_workers_leave_no_block_above_a_gap_nor_past_its_turn() {
+    const RUNS: u64 = 600;
+    let failed: Vec<String> = (0..RUNS).filter_map(race).collect();
+    assert!(
+        failed.len() <= 3,
+        "{} of {RUNS} runs: {failed:?}",
+        failed.len()
+    );
+}
+
+/// One run (see above): `Some(why)` if it failed.
+fn race(seed: u64) -> Option<String> {
+    let clock = Arc::new(ManualClock::new());
+    let index = ApproxKvIndexer::builder()
+        .block_size(2)
+        .ttl(Duration::MAX)
+        .clock(clock.clone())
+        .background_sweeper(false)
+        .max_blocks_per_worker(CAP)
+        .build()
+        .unwrap();
+    let index = Arc::new(index);
+    let start = Arc::new(Barrier::new(4));
+    let recorders: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (index, start, clock) = (index.clone(), start.clone(), clock.clone());
+            thread::spawn(move || {
+                let mut rng = SplitMix64::new(seed * 100 + t);
+                let mut pool: Vec<Vec<u32>> = Vec::new();
+                start.wait();
+                for _ in 0..2000 {
+                    let mut prompt = match pool.len() {
+                        0 => Vec::new(),
+                        n => {
+                            let base = &pool[rng.below(n as u64) as usize];
+                            base[..2 * rng.below(base.len() as u64 / 2 + 1) as usize].to_vec()
+                        }
+                    };
+                    for _ in 0..rng.below(7) {
+                        prompt.extend([rng.below(3) as u32, 1000]);
+                    }
+                    let worker = rng.below(WORKERS);
+                    index.record(worker, Query::tokens(&prompt)).unwrap();
+                    clock.advance(Duration::from_nanos(1 + rng.below(3)));
+                    if pool.len() < 32 {
+                        pool.push(prompt);
+                    }
+                }
+            })
+        })
+        .collect();
+    recorders.into_iter().for_each(|r| r.join().unwrap());
+    let events = index.dump_events();
+    let held: HashSet<(u64, u64)> = events
+        .iter()
+        .flat_map(|e| match &e.data {
+            KvCacheEventData::Stored(d) => d
+                .blocks
+                .iter()
+                .map(|b| (e.worker_id, b.block_hash.0))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    for e in &events {
+        if let KvCacheEventData::Stored(d) = &e.data {
+            if d.parent_hash
+                .is_some_and(|p| !held.contains(&(e.worker_id, p.0)))
+            {
+                return Some(format!("seed {seed}: worker {} above a gap", e.worker_id));
+            }
+        }
+    }
+    for worker in 0..WORKERS {
+        for i in 0..100u32 {
+            index
+                .record(worker, Query::tokens(&[60_000 + i, 1]))
+                .unwrap();
+        }
+        let newest = (100 - CAP as u32..100)
+            .filter(|&i| {
+                index
+                    .find(Query::tokens(&[60_000 + i, 1]))
+                    .scores
+                    .contains_key(&worker)
+            })
+            .count();
+        if newest != CAP || index.worker_entries(worker) != CAP {
+            return Some(format!(
+                "seed {seed}: worker {worker} holds {newest} of its {CAP} newest"
+            ));
+        }
+    }
+    None
+}
