@@ -10,6 +10,7 @@ use approx_kv_index::*;
 
 use crate::support::events::stored_event;
 use crate::support::index::{capped_on, tokens};
+use crate::support::traffic::{left_broken, record_prompts};
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -364,25 +365,8 @@ fn first_capacity_race(seed: u64) -> Option<String> {
             let (index, start, clock) = (index.clone(), start.clone(), clock.clone());
             thread::spawn(move || {
                 let mut rng = SplitMix64::new(seed * 10 + worker);
-                let mut pool: Vec<Vec<u32>> = Vec::new();
                 start.wait();
-                for _ in 0..2000 {
-                    let mut prompt = match pool.len() {
-                        0 => Vec::new(),
-                        n => {
-                            let base = &pool[rng.below(n as u64) as usize];
-                            base[..2 * rng.below(base.len() as u64 / 2 + 1) as usize].to_vec()
-                        }
-                    };
-                    for _ in 0..rng.below(7) {
-                        prompt.extend([rng.below(3) as u32, 1000]);
-                    }
-                    index.record(worker, Query::tokens(&prompt)).unwrap();
-                    clock.advance(Duration::from_nanos(1 + rng.below(3)));
-                    if pool.len() < 32 {
-                        pool.push(prompt);
-                    }
-                }
+                record_prompts(&index, &clock, &mut rng, |_| worker);
             })
         })
         .collect();
@@ -395,49 +379,5 @@ fn first_capacity_race(seed: u64) -> Option<String> {
         index.set_worker_capacity(worker, Some(6));
     }
     recorders.into_iter().for_each(|r| r.join().unwrap());
-    let held: std::collections::HashSet<(u64, u64)> = index
-        .dump_events()
-        .iter()
-        .flat_map(|e| match &e.data {
-            KvCacheEventData::Stored(d) => d
-                .blocks
-                .iter()
-                .map(|b| (e.worker_id, b.block_hash.0))
-                .collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    for e in index.dump_events() {
-        if let KvCacheEventData::Stored(d) = &e.data {
-            if d.parent_hash
-                .is_some_and(|p| !held.contains(&(e.worker_id, p.0)))
-            {
-                return Some(format!(
-                    "seed {seed}: worker {} holds a block above a gap",
-                    e.worker_id
-                ));
-            }
-        }
-    }
-    for worker in 0..3 {
-        for i in 0..100u32 {
-            index
-                .record(worker, Query::tokens(&[60_000 + i, 1]))
-                .unwrap();
-        }
-        let newest = (94..100u32)
-            .filter(|&i| {
-                index
-                    .find(Query::tokens(&[60_000 + i, 1]))
-                    .scores
-                    .contains_key(&worker)
-            })
-            .count();
-        if newest != 6 || index.worker_entries(worker) != 6 {
-            return Some(format!(
-                "seed {seed}: worker {worker} holds {newest} of its 6 newest"
-            ));
-        }
-    }
-    None
+    left_broken(&index, 3, 6).map(|why| format!("seed {seed}: {why}"))
 }

@@ -1,13 +1,14 @@
 //! Recorders racing under caps: many threads recording many workers whose prompts share
 //! blocks, so that runs are made, joined, cut and split while decisions are evicted.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
 use approx_kv_index::*;
 use approx_kv_rng::SplitMix64;
+
+use crate::support::traffic::{left_broken, record_prompts};
 
 const WORKERS: u64 = 16;
 const CAP: usize = 6;
@@ -54,70 +55,11 @@ fn race(seed: u64) -> Option<String> {
             let (index, start, clock) = (index.clone(), start.clone(), clock.clone());
             thread::spawn(move || {
                 let mut rng = SplitMix64::new(seed * 100 + t);
-                let mut pool: Vec<Vec<u32>> = Vec::new();
                 start.wait();
-                for _ in 0..2000 {
-                    let mut prompt = match pool.len() {
-                        0 => Vec::new(),
-                        n => {
-                            let base = &pool[rng.below(n as u64) as usize];
-                            base[..2 * rng.below(base.len() as u64 / 2 + 1) as usize].to_vec()
-                        }
-                    };
-                    for _ in 0..rng.below(7) {
-                        prompt.extend([rng.below(3) as u32, 1000]);
-                    }
-                    let worker = rng.below(WORKERS);
-                    index.record(worker, Query::tokens(&prompt)).unwrap();
-                    clock.advance(Duration::from_nanos(1 + rng.below(3)));
-                    if pool.len() < 32 {
-                        pool.push(prompt);
-                    }
-                }
+                record_prompts(&index, &clock, &mut rng, |rng| rng.below(WORKERS));
             })
         })
         .collect();
     recorders.into_iter().for_each(|r| r.join().unwrap());
-    let events = index.dump_events();
-    let held: HashSet<(u64, u64)> = events
-        .iter()
-        .flat_map(|e| match &e.data {
-            KvCacheEventData::Stored(d) => d
-                .blocks
-                .iter()
-                .map(|b| (e.worker_id, b.block_hash.0))
-                .collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    for e in &events {
-        if let KvCacheEventData::Stored(d) = &e.data {
-            if d.parent_hash
-                .is_some_and(|p| !held.contains(&(e.worker_id, p.0)))
-            {
-                return Some(format!("seed {seed}: worker {} above a gap", e.worker_id));
-            }
-        }
-    }
-    for worker in 0..WORKERS {
-        for i in 0..100u32 {
-            index
-                .record(worker, Query::tokens(&[60_000 + i, 1]))
-                .unwrap();
-        }
-        let newest = (100 - CAP as u32..100)
-            .filter(|&i| {
-                index
-                    .find(Query::tokens(&[60_000 + i, 1]))
-                    .scores
-                    .contains_key(&worker)
-            })
-            .count();
-        if newest != CAP || index.worker_entries(worker) != CAP {
-            return Some(format!(
-                "seed {seed}: worker {worker} holds {newest} of its {CAP} newest"
-            ));
-        }
-    }
-    None
+    left_broken(&index, WORKERS, CAP).map(|why| format!("seed {seed}: {why}"))
 }
