@@ -160,9 +160,9 @@ mod tests {
         engine.record(1u64, &local, &seq);
     }
 
-    /// Worker 1's decision of `blocks`, its expiry taken now: returns a closure that
-    /// writes it to the tree, and then one that logs and bounds it, so that a test can
-    /// put another recorder's whole decision between the steps.
+    /// Worker 1's decision of `blocks`, its expiry taken now (its slot, expiry and
+    /// hashes): `write` and `bound` then take its two steps, so that a test can put
+    /// another recorder's whole decision between them.
     fn in_flight(
         engine: &Core,
         blocks: &[u64],
@@ -180,11 +180,7 @@ mod tests {
         (local, seq): &(Vec<LocalBlockHash>, Vec<SequenceHash>),
     ) -> usize {
         let guard = engine.tree.writing();
-        let added = engine
-            .tree
-            .record(slot, (local, seq), expiry, false, &guard);
-        engine.workers.adjust_entries(slot, added as i64);
-        added
+        engine.write_decision(slot, (local, seq), expiry, &guard)
     }
 
     fn bound(engine: &Core, slot: Slot, expiry: u64, seq: &[SequenceHash], added: usize) {

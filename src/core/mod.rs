@@ -287,11 +287,7 @@ impl Core {
         let Some(&leaf) = seq.last() else {
             return 0;
         };
-        let holds_none = self.workers.entries(slot) == 0;
-        let added = self
-            .tree
-            .record(slot, (local, seq), expiry, holds_none, guard);
-        self.workers.adjust_entries(slot, added as i64);
+        let added = self.write_decision(slot, (local, seq), expiry, guard);
         self.schedule_timer(slot, leaf, expiry);
         // Read after the entries are in (not once before): a first capacity set meanwhile
         // logs what it finds in the tree, and a record it did not find logs itself here.
@@ -305,6 +301,23 @@ impl Core {
             };
             self.bound_decision(slot, written, guard);
         }
+        added
+    }
+
+    /// Writes a decision's entries to the tree and counts them: the first step of
+    /// [`store_decision`](Self::store_decision). Returns the entries added.
+    fn write_decision(
+        &self,
+        slot: Slot,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+        expiry: u64,
+        guard: &Writing<'_>,
+    ) -> usize {
+        let holds_none = self.workers.entries(slot) == 0;
+        let added = self
+            .tree
+            .record(slot, (local, seq), expiry, holds_none, guard);
+        self.workers.adjust_entries(slot, added as i64);
         added
     }
 

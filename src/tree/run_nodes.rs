@@ -99,6 +99,8 @@ impl Tree {
     ) -> bool {
         debug_assert!(seq.len() >= MIN_RUN);
         let (head, tail) = (seq[0], seq[seq.len() - 1]);
+        // A worker's first decision tries a run where a shared prompt's head usually is:
+        // no run copied, no marker placed and taken back, then.
         if self.nodes.get(&head.0).is_some() {
             return false;
         }
