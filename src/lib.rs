@@ -56,11 +56,7 @@
 //!   writer evicts at most twice what it added); exact entries and running requests'
 //!   pinned blocks are never evicted (a worker's latest decision or release keeps up to a
 //!   cap of blocks beside them), and entries count until the sweeper frees them, so
-//!   expired ones may hold a worker above a cap until the next sweep. One race, rare and
-//!   not yet traced: many threads recording workers whose prompts share blocks may leave
-//!   an entry in no eviction log, counted toward its worker's cap until a decision
-//!   refreshes it, its TTL ends or the worker is removed (`docs/design.md`, "Bounded
-//!   memory").
+//!   expired ones may hold a worker above a cap until the next sweep.
 //! - [`stats`](ApproxKvIndexer::stats) and [`dump_events`](ApproxKvIndexer::dump_events)
 //!   are not snapshots: they read shard after shard while callers run.
 //!

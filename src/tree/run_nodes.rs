@@ -468,11 +468,30 @@ impl Tree {
         let entry = match self.nodes.entry(head.0) {
             Entry::Occupied(entry) if entry.get().kind() == Kind::Head(run) => entry,
             // The head no longer names the run the marker named when the walk read it.
-            // A cut or a split that ended since changed the marker before the head: the
-            // key now names the second piece, or a block. Only a marker that still names
-            // the run means that the run is gone (removed head first).
+            // If it names another run, frozen, a cut of that one is under way, which put
+            // this marker in (its first piece's) before it replaces the head: the walk
+            // came up from the block node the cut made of the run's last block. Wait for
+            // the cut (or the split it fell back to) and look again: the piece is held as
+            // the run was (loom model `walk_vs_cut`, its second test). Otherwise a cut or
+            // a split that ended since changed the marker before the head: the key now
+            // names the second piece, or a block. Only a marker that still names the run
+            // means that the run is gone (removed head first).
             other => {
+                let frozen = match &other {
+                    Entry::Occupied(o) => match o.get().kind() {
+                        // SAFETY: read from a head under the shard lock, with `guard`
+                        // pinned.
+                        Kind::Head(moving) => Some(unsafe { run_at(moving, guard) }),
+                        _ => None,
+                    },
+                    Entry::Vacant(_) => None,
+                }
+                .filter(|moving| !moving.is_live());
                 drop(other);
+                if let Some(moving) = frozen {
+                    moving.wait_split();
+                    return RunWalk::Again;
+                }
                 return if self.marker_moved(tail, (head, run)) {
                     RunWalk::Again
                 } else {
