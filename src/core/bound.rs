@@ -130,35 +130,9 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
-    use std::sync::Arc;
-    use std::time::Duration;
-
+    use super::super::testing::{chain, engine, held, record};
     use super::*;
-    use crate::events::KvCacheEventData;
-    use crate::{Builder, LocalBlockHash, ManualClock, WorkerId};
-
-    /// A block-size-1 index with a per-worker cap, on a manual clock.
-    fn engine(cap: usize) -> Core {
-        let b = Builder::default()
-            .block_size(1)
-            .ttl(Duration::from_secs(100))
-            .clock(Arc::new(ManualClock::new()))
-            .background_sweeper(false)
-            .max_blocks_per_worker(cap);
-        Core::new(&b)
-    }
-
-    fn chain(blocks: &[u64]) -> (Vec<LocalBlockHash>, Vec<SequenceHash>) {
-        let local: Vec<LocalBlockHash> = blocks.iter().map(|&b| LocalBlockHash(b)).collect();
-        let seq = crate::compute_seq_hashes(&local);
-        (local, seq)
-    }
-
-    fn record(engine: &Core, blocks: &[u64]) {
-        let (local, seq) = chain(blocks);
-        engine.record(1u64, &local, &seq);
-    }
+    use crate::LocalBlockHash;
 
     /// Worker 1's decision of `blocks`, its expiry taken now (its slot, expiry and
     /// hashes): `write` and `bound` then take its two steps, so that a test can put
@@ -193,26 +167,6 @@ mod tests {
             evictable: added,
         };
         engine.bound_decision(slot, written, &guard);
-    }
-
-    /// Worker 1's entries, each block's tokens hash, and whether every one's parent is
-    /// held too.
-    fn held(engine: &Core) -> (Vec<u64>, bool) {
-        let stored: Vec<_> = engine
-            .dump::<WorkerId>()
-            .into_iter()
-            .filter_map(|e| match e.data {
-                KvCacheEventData::Stored(d) => Some(d),
-                _ => None,
-            })
-            .collect();
-        let keys: HashSet<u64> = stored.iter().map(|d| d.blocks[0].block_hash.0).collect();
-        let no_gap = stored
-            .iter()
-            .all(|d| d.parent_hash.is_none_or(|p| keys.contains(&p.0)));
-        let mut blocks: Vec<u64> = stored.iter().map(|d| d.blocks[0].tokens_hash.0).collect();
-        blocks.sort_unstable();
-        (blocks, no_gap)
     }
 
     /// A decision (1, 2, 4) takes its expiry, then another recorder's later decision

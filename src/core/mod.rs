@@ -24,6 +24,8 @@ mod pins;
 mod purge;
 mod reports;
 mod sweep;
+#[cfg(test)]
+mod testing;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

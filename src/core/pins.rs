@@ -13,9 +13,10 @@
 //! (`pin_paths.rs`), so a pin or a release costs a pass over the request's hashes.
 //! A walk from the request's leaf lowers exactly that many claims in place, from `PIN` to a
 //! fresh expiry, and the whole path is recorded again as a decision taken at the release
-//! with that expiry, a timer and a log entry: released blocks then expire one TTL after the
-//! release, and caps evict them in release order, deepest first. Lowering, not removing,
-//! keeps the prefix of the worker's deeper blocks off the path (claimed earlier, so lower).
+//! (its expiry taken after the lowering: [`Core::release_pins`]), with a timer and a log
+//! entry: released blocks then expire one TTL after the release, and caps evict them in
+//! release order, deepest first. Lowering, not removing, keeps the prefix of the worker's
+//! deeper blocks off the path (claimed earlier, so lower).
 //!
 //! A slot's pin operations (pin, release) run under its entry's lock in the table, so a
 //! release's walk never removes a block that another request pinned meanwhile. Entries are
@@ -225,13 +226,42 @@ impl Core {
             return;
         }
         if self.workers.generation(slot) == generation {
-            let expiry = self.expiry_for(slot, now, self.ttl_nanos);
-            self.unpin(slot, seq, (released, expiry), &guard);
-            // The released entries are evictable again: the caps may make room for them
-            // now, as for entries just added.
-            self.store_decision(slot, (local, seq), (expiry, false), released, &guard);
+            let lowered = self.expiry_for(slot, now, self.ttl_nanos);
+            self.release_pins(slot, (local, seq), (released, lowered), now, &guard);
         }
         self.workers.end_write(slot);
+    }
+
+    /// The release's steps once its pins are counted off: the deepest `released` blocks'
+    /// claims lowered to `lowered` (`unpin`), then the path recorded as a decision.
+    ///
+    /// That decision's expiry is taken after the lowering. A record of the slot racing
+    /// the release may take a later expiry than `lowered`, refresh a released block
+    /// while it is still pinned (the refresh changes nothing: `PIN` is later) and a
+    /// block below it: lowered to `lowered`, the released block would end before that
+    /// child, above a gap once a walk took it. With caps, an expiry taken after the
+    /// lowering is later than every one the slot was given before (`Workers::unique_expiry`),
+    /// that record's included, and the decision raises the path to it (`lowered` itself
+    /// if it is still the slot's latest: no record took one since). Without caps
+    /// (expiries are the clock plus the TTL, for every record), such a child outlives its
+    /// parent by no more than the time between the two calls' clock readings.
+    fn release_pins(
+        &self,
+        slot: Slot,
+        (local, seq): (&[LocalBlockHash], &[SequenceHash]),
+        (released, lowered): (usize, u64),
+        now: u64,
+        guard: &Writing<'_>,
+    ) {
+        self.unpin(slot, seq, (released, lowered), guard);
+        let expiry = if self.workers.is_last_expiry(slot, lowered) {
+            lowered // no decision of the slot took an expiry since
+        } else {
+            self.expiry_for(slot, now, self.ttl_nanos)
+        };
+        // The released entries are evictable again: the caps may make room for them now,
+        // as for entries just added.
+        self.store_decision(slot, (local, seq), (expiry, false), released, guard);
     }
 
     /// Takes `slot`'s pins off the deepest `released` blocks of the path `seq`, lowering
@@ -289,3 +319,6 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

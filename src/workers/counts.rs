@@ -135,6 +135,16 @@ impl Workers {
         (given, newest)
     }
 
+    /// Whether `expiry` is still the latest expiry handed out for `slot` (with caps, where
+    /// [`unique_expiry`](Self::unique_expiry) hands them out).
+    pub(crate) fn is_last_expiry(&self, slot: Slot, expiry: u64) -> bool {
+        let last = self
+            .slots
+            .get(slot)
+            .map(|info| info.last_expiry.load(Ordering::Acquire));
+        last.unwrap_or(expiry) == expiry
+    }
+
     /// An expiry of at least `wanted` and later than any handed out before for `slot`, so
     /// that eviction tells any two decisions of a worker apart by age even when the clock
     /// did not move between them (a manual clock, or a burst within a nanosecond). Each
