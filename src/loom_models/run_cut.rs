@@ -30,7 +30,24 @@ pub(super) struct RunShards {
 /// A run of [`LEN`] blocks held by `slot` until `expiry`, at its head and tail, and nothing
 /// yet at block [`CUT`].
 pub(super) fn run_shards(slot: Slot, expiry: u64) -> RunShards {
-    let local: Vec<LocalBlockHash> = (1..=LEN as u64).map(LocalBlockHash).collect();
+    let (seq, run, head, tail) = held_run(LEN, slot, expiry);
+    RunShards {
+        seq,
+        run,
+        head: Arc::new(RwLock::new(Some(head))),
+        at_cut: Arc::new(RwLock::new(None)),
+        tail: Arc::new(RwLock::new(Some(tail))),
+    }
+}
+
+/// A run of `len` blocks held by `slot` until `expiry`: its blocks' sequence hashes, the
+/// run, its head and its tail marker.
+pub(super) fn held_run(
+    len: usize,
+    slot: Slot,
+    expiry: u64,
+) -> (Vec<SequenceHash>, usize, Node, Node) {
+    let local: Vec<LocalBlockHash> = (1..=len as u64).map(LocalBlockHash).collect();
     let seq = crate::compute_seq_hashes(&local);
     let run = Run::make(&local, &seq);
     let head = Node::run_head(
@@ -40,14 +57,27 @@ pub(super) fn run_shards(slot: Slot, expiry: u64) -> RunShards {
         slot,
         expiry,
     );
-    let tail = Node::run_tail(seq[0], run, LEN as u32 - 1);
-    RunShards {
-        seq,
-        run,
-        head: Arc::new(RwLock::new(Some(head))),
-        at_cut: Arc::new(RwLock::new(None)),
-        tail: Arc::new(RwLock::new(Some(tail))),
-    }
+    let tail = Node::run_tail(seq[0], run, len as u32 - 1);
+    (seq, run, head, tail)
+}
+
+/// `Tree::freeze`: under the head's write lock, the run frozen and its holders copied;
+/// `None` if the head no longer names the run (a walk removed it).
+pub(super) fn freeze(
+    head: &Shard,
+    run: usize,
+    guard: &crossbeam_epoch::Guard,
+) -> Option<Vec<(u32, Claim)>> {
+    let node = head.write().unwrap();
+    let n = node.as_ref().filter(|n| n.kind() == Kind::Head(run))?;
+    // SAFETY: read from the head under its lock, with `guard` pinned.
+    unsafe { run_at(run, guard) }.freeze();
+    Some(
+        n.holders(guard)
+            .iter()
+            .map(|h| (h.slot(), h.claim()))
+            .collect(),
+    )
 }
 
 /// `Tree::cut` of the run after [`CUT`] blocks: under the head's write lock, freeze the run
@@ -66,16 +96,8 @@ pub(super) fn cut(shards: &RunShards, guard: &crossbeam_epoch::Guard) {
     } = shards;
     // SAFETY: the run is owned by the head, which only this thread replaces.
     let r = unsafe { run_at(*run, guard) };
-    let copied: Vec<(u32, Claim)> = {
-        let node = head.write().unwrap();
-        let Some(n) = node.as_ref().filter(|n| n.kind() == Kind::Head(*run)) else {
-            return;
-        };
-        r.freeze();
-        n.holders(guard)
-            .iter()
-            .map(|h| (h.slot(), h.claim()))
-            .collect()
+    let Some(copied) = freeze(head, *run, guard) else {
+        return;
     };
     let (a, b) = (r.part(0..CUT), r.part(CUT..LEN));
     let block = |i: usize, parent| {
@@ -110,15 +132,26 @@ pub(super) fn race_cut(
     f: impl FnOnce(&RunShards, &crossbeam_epoch::Guard) + Send + 'static,
 ) -> Arc<RunShards> {
     let shards = Arc::new(run_shards(slot, expiry));
-    let racer = {
-        let shards = Arc::clone(&shards);
-        thread::spawn(move || f(&shards, &crossbeam_epoch::pin()))
-    };
-    let cutter = {
-        let shards = Arc::clone(&shards);
-        thread::spawn(move || cut(&shards, &crossbeam_epoch::pin()))
-    };
-    racer.join().unwrap();
-    cutter.join().unwrap();
+    race(&shards, f, cut);
     shards
+}
+
+/// `racer` and `cutter` on `shared`, each on a thread of its own with its own pin; returns
+/// once both are done.
+pub(super) fn race<S: Send + Sync + 'static>(
+    shared: &Arc<S>,
+    racer: impl FnOnce(&S, &crossbeam_epoch::Guard) + Send + 'static,
+    cutter: impl FnOnce(&S, &crossbeam_epoch::Guard) + Send + 'static,
+) {
+    let threads = [
+        thread::spawn({
+            let shared = Arc::clone(shared);
+            move || racer(&shared, &crossbeam_epoch::pin())
+        }),
+        thread::spawn({
+            let shared = Arc::clone(shared);
+            move || cutter(&shared, &crossbeam_epoch::pin())
+        }),
+    ];
+    threads.into_iter().for_each(|t| t.join().unwrap());
 }

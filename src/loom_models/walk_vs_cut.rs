@@ -35,12 +35,11 @@
 //! `walks_that_cut_runs_from_many_threads_leave_prefixes_within_the_capacity`).
 
 use loom::sync::{Arc, RwLock};
-use loom::thread;
 
 use super::node::{Kind, Node, Outcome, Settle};
-use super::run_cut::{race_cut, RunShards, CUT};
-use super::{Claim, Shard};
-use crate::tree::run_alloc::{run_at, Run, RunSpan};
+use super::run_cut::{freeze, held_run, race, race_cut, RunShards, CUT};
+use super::Shard;
+use crate::tree::run_alloc::{run_at, RunSpan};
 use crate::{LocalBlockHash, SequenceHash};
 
 const WORKER: u32 = 1;
@@ -133,16 +132,8 @@ struct ThreeShards {
 fn cut_after_two(s: &ThreeShards, guard: &crossbeam_epoch::Guard) {
     // SAFETY: the run is owned by the head, which only this thread replaces with a node.
     let r = unsafe { run_at(s.run, guard) };
-    let copied: Vec<(u32, Claim)> = {
-        let node = s.head.write().unwrap();
-        let Some(n) = node.as_ref().filter(|n| n.kind() == Kind::Head(s.run)) else {
-            return;
-        };
-        r.freeze();
-        n.holders(guard)
-            .iter()
-            .map(|h| (h.slot(), h.claim()))
-            .collect()
+    let Some(copied) = freeze(&s.head, s.run, guard) else {
+        return;
     };
     let first = r.part(0..2);
     let block = |i: usize, parent| {
@@ -247,17 +238,7 @@ fn walk_from_tail(s: &ThreeShards, guard: &crossbeam_epoch::Guard) {
 #[test]
 fn walk_from_a_piece_of_one_block_races_cut() {
     super::model(|| {
-        let local: Vec<LocalBlockHash> = (1..=3).map(LocalBlockHash).collect();
-        let seq = crate::compute_seq_hashes(&local);
-        let run = Run::make(&local, &seq);
-        let head = Node::run_head(
-            SequenceHash(0),
-            (run, RunSpan::of_seq(&seq)),
-            0,
-            WORKER,
-            EXPIRY,
-        );
-        let tail = Node::run_tail(seq[0], run, 2);
+        let (seq, run, head, tail) = held_run(3, WORKER, EXPIRY);
         let s = Arc::new(ThreeShards {
             seq,
             run,
@@ -265,16 +246,7 @@ fn walk_from_a_piece_of_one_block_races_cut() {
             mid: RwLock::new(None),
             tail: RwLock::new(Some(tail)),
         });
-        let walker = {
-            let s = Arc::clone(&s);
-            thread::spawn(move || walk_from_tail(&s, &crossbeam_epoch::pin()))
-        };
-        let cutter = {
-            let s = Arc::clone(&s);
-            thread::spawn(move || cut_after_two(&s, &crossbeam_epoch::pin()))
-        };
-        walker.join().unwrap();
-        cutter.join().unwrap();
+        race(&s, walk_from_tail, cut_after_two);
         let left = [&s.head, &s.mid, &s.tail].map(|shard| shard.read().unwrap().is_some());
         assert_eq!(left, [false; 3], "a walk stopped at a cut's first piece");
     });
