@@ -45,7 +45,7 @@
 //!   sweeper, which only reclaims memory (within about `ttl + 2 * tick`; recording callers
 //!   help when it falls further behind, so memory levels off while the CPU can sustain
 //!   the callers). One race, rare and not yet traced: with every call racing on the same
-//!   workers (removals, capacities and requests among them), about one run in 30,000 of
+//!   workers (removals, capacities and requests among them), about one run in 50,000 of
 //!   a stress test leaves one expired entry that is never reclaimed (`docs/design.md`,
 //!   "Bounded memory").
 //! - **Approximate across blocks:** a find reads blocks one after another without a

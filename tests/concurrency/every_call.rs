@@ -22,7 +22,7 @@ const THREADS: u64 = 4;
 ///
 /// The race of a release with a record of its worker (fixed with this test) left a block
 /// above a gap in about one run in 20,000; a rarer one, not yet traced, leaves one entry
-/// that no count, timer or purge names (about one run in 30,000: `docs/design.md`,
+/// that no count, timer or purge names (about one run in 50,000: `docs/design.md`,
 /// Bounded memory): the bound allows one failing run.
 #[test]
 fn every_call_racing_leaves_no_gap_and_frees_everything_past_the_ttl() {
