@@ -2,7 +2,6 @@
 //! finished) and sweeps from four threads on a manual clock, under no cap, a per-worker
 //! cap, a global cap, or both.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
@@ -10,7 +9,7 @@ use std::time::Duration;
 use approx_kv_index::*;
 use approx_kv_rng::SplitMix64;
 
-use crate::support::traffic::next_prompt;
+use crate::support::traffic::{above_a_gap, next_prompt};
 
 const WORKERS: u64 = 12;
 const THREADS: u64 = 4;
@@ -126,21 +125,4 @@ fn calls(index: &ApproxKvIndexer, clock: &ManualClock, rng: &mut SplitMix64) {
         }
         clock.advance(Duration::from_nanos(rng.below(2)));
     }
-}
-
-/// A worker holding a block whose parent it does not hold, if any.
-fn above_a_gap(index: &ApproxKvIndexer) -> Option<u64> {
-    let events = index.dump_events();
-    let stored = || {
-        events.iter().filter_map(|e| match &e.data {
-            KvCacheEventData::Stored(d) => Some((e.worker_id, d)),
-            _ => None,
-        })
-    };
-    let held: HashSet<(u64, u64)> = stored()
-        .flat_map(|(w, d)| d.blocks.iter().map(move |b| (w, b.block_hash.0)))
-        .collect();
-    stored()
-        .find(|(w, d)| d.parent_hash.is_some_and(|p| !held.contains(&(*w, p.0))))
-        .map(|(w, _)| w)
 }

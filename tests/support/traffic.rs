@@ -48,26 +48,8 @@ pub fn record_prompts(
 /// after 100 more one-block decisions of each (one thread), does not hold exactly its
 /// `cap` newest: an entry no log names stays for good.
 pub fn left_broken(index: &ApproxKvIndexer, workers: u64, cap: usize) -> Option<String> {
-    let events = index.dump_events();
-    let held: HashSet<(u64, u64)> = events
-        .iter()
-        .flat_map(|e| match &e.data {
-            KvCacheEventData::Stored(d) => d
-                .blocks
-                .iter()
-                .map(|b| (e.worker_id, b.block_hash.0))
-                .collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    for e in &events {
-        if let KvCacheEventData::Stored(d) = &e.data {
-            if d.parent_hash
-                .is_some_and(|p| !held.contains(&(e.worker_id, p.0)))
-            {
-                return Some(format!("worker {} holds a block above a gap", e.worker_id));
-            }
-        }
+    if let Some(worker) = above_a_gap(index) {
+        return Some(format!("worker {worker} holds a block above a gap"));
     }
     for worker in 0..workers {
         for i in 0..100u32 {
@@ -90,4 +72,22 @@ pub fn left_broken(index: &ApproxKvIndexer, workers: u64, cap: usize) -> Option<
         }
     }
     None
+}
+
+/// A worker holding a block whose parent it does not hold, if any (as the dump reports
+/// live entries).
+pub fn above_a_gap(index: &ApproxKvIndexer) -> Option<u64> {
+    let events = index.dump_events();
+    let stored = || {
+        events.iter().filter_map(|e| match &e.data {
+            KvCacheEventData::Stored(d) => Some((e.worker_id, d)),
+            _ => None,
+        })
+    };
+    let held: HashSet<(u64, u64)> = stored()
+        .flat_map(|(w, d)| d.blocks.iter().map(move |b| (w, b.block_hash.0)))
+        .collect();
+    stored()
+        .find(|(w, d)| d.parent_hash.is_some_and(|p| !held.contains(&(*w, p.0))))
+        .map(|(w, _)| w)
 }
