@@ -44,10 +44,8 @@
 //!   means never); reads check this themselves, so correctness never waits for the
 //!   sweeper, which only reclaims memory (within about `ttl + 2 * tick`; recording callers
 //!   help when it falls further behind, so memory levels off while the CPU can sustain
-//!   the callers). One race, rare and not yet traced: with every call racing on the same
-//!   workers (removals, capacities and requests among them), about one run in 50,000 of
-//!   a stress test leaves one expired entry that is never reclaimed (`docs/design.md`,
-//!   "Bounded memory").
+//!   the callers). A removed worker's entries are freed by a purge, in the common case
+//!   within 16 ticks (`remove_worker`).
 //! - **Approximate across blocks:** a find reads blocks one after another without a
 //!   snapshot, so a find racing a record of the same prompt may see a prefix of it, and a
 //!   find racing an expiry may see it on some blocks and not others.

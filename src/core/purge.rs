@@ -2,9 +2,10 @@
 //! (`Workers::kill`), and the sweeper takes the queued slots together into one *pass* over
 //! the node map, a few shards a tick ([`PURGE_SHARDS_PER_TICK`]), so no tick scans the whole
 //! map; `sweep_expired` runs the pass to its end. A pass over all shards that found
-//! anything is followed by another (a run split during the pass may have put blocks in
-//! shards already passed, and a record racing the removal may still add an entry) until
-//! one finds nothing (at most [`MAX_ROUNDS`]); then the slots are released for recycling.
+//! anything, or after which a slot still counts entries, is followed by another (a run
+//! split or cut during the pass may have put blocks in shards already passed) until one
+//! finds nothing and leaves the slots' counts at 0 (at most [`MAX_ROUNDS`]); then the
+//! slots are released for recycling.
 
 use super::Core;
 use crate::slot::Slot;
@@ -77,11 +78,24 @@ impl Core {
         !pass.slots.is_empty()
     }
 
-    /// A round over every shard ended: another if it found anything, else the slots are
-    /// purged (their logs cleared, released for recycling once their counts are 0).
+    /// A round over every shard ended: another if it found anything or a slot still
+    /// counts entries, else the slots are purged (their logs cleared, released for
+    /// recycling once their counts are 0).
+    ///
+    /// A round is no snapshot of the map: a cut may move a slot's holder from a key the
+    /// round has yet to reach to one it has passed, and a record's copy of the first key's
+    /// holders then drop it there (`Tree::upsert_holder`) before the round arrives. The
+    /// round then finds nothing while the slot still holds the block it passed; its count
+    /// says so (a dead slot gains no entry, so a count above 0 is an entry still held, or
+    /// an uncount about to land).
     fn end_round(&self, pass: &mut PurgePass) {
         pass.rounds += 1;
-        if pass.found && pass.rounds < MAX_ROUNDS {
+        let counted = || {
+            pass.slots
+                .iter()
+                .any(|&slot| self.workers.entries(slot) > 0)
+        };
+        if (pass.found || counted()) && pass.rounds < MAX_ROUNDS {
             (pass.next, pass.found) = (0, false);
             return;
         }
@@ -152,6 +166,58 @@ mod tests {
             "sweep_expired: the whole purge at once"
         );
         assert_eq!(engine.stats().entries, 200);
+    }
+
+    /// A round of a purge is not a snapshot: a cut can move a dead holder from a key the
+    /// round has yet to reach (a run's head) to one it has passed (the run's tail, made a
+    /// block), and a record's copy of the head's holders can then drop it there (as it
+    /// drops every dead holder, uncounting it) before the round arrives. The round then
+    /// finds nothing, yet the dead slot still holds the tail block: the pass goes on while
+    /// the slot's count says it holds entries. Before, it ended there, and the entry, which
+    /// a pinned decision's missing timer left to the purge alone, stayed for good (the
+    /// stress of every call racing: about one run in 50,000).
+    #[test]
+    fn a_purge_goes_on_while_a_dead_slot_still_counts_entries() {
+        let clock = Arc::new(ManualClock::new());
+        let engine = engine(&clock, Duration::from_secs(10));
+        let chain = |blocks: &[u64]| {
+            let local: Vec<LocalBlockHash> = blocks.iter().map(|&b| LocalBlockHash(b)).collect();
+            let seq: Vec<SequenceHash> = crate::compute_seq_hashes(&local);
+            (local, seq)
+        };
+        // A two-block prompt whose tail lies in an earlier shard than its head.
+        let (local, seq) = (1..)
+            .map(|p| chain(&[p, 1_000 + p]))
+            .find(|(_, seq)| engine.tree.shard_of(seq[1]) < engine.tree.shard_of(seq[0]))
+            .unwrap();
+        let (head, tail) = (local[0].0, engine.tree.shard_of(seq[1]));
+        // Worker 2 takes slot 0, worker 1 slot 1, worker 3 slot 2.
+        let (z_local, z_seq) = chain(&[7]);
+        engine.record(2u64, &z_local, &z_seq);
+        // Worker 1's request pins the prompt (a run; no timer), worker 3 joins the run.
+        let slot = engine.begin_request(1u64, (&local, &seq)).unwrap().slot;
+        engine.record(3u64, &local, &seq);
+        engine.remove_worker(1);
+        let mut pass = PurgePass::default();
+        // The round passes the tail's shard: the tail is the run's marker, which holds nothing.
+        engine.purge_dead(&mut pass, Some(tail + 1));
+        assert_eq!(engine.workers.entries(slot), 2, "the head not reached yet");
+        // Worker 2 leaves the run after its head: the run is cut into two blocks, and
+        // worker 2's copy of the head's holders drops the dead slot there.
+        let (x_local, x_seq) = chain(&[head, 9]);
+        engine.record(2u64, &x_local, &x_seq);
+        assert_eq!(engine.workers.entries(slot), 1, "the tail still held");
+        engine.purge_dead(&mut pass, None);
+        assert_eq!(
+            engine.workers.entries(slot),
+            0,
+            "the purge reached the tail"
+        );
+        assert_eq!(engine.stats().entries, 5, "workers 2 and 3: 3 and 2 blocks");
+        clock.advance(Duration::from_secs(11));
+        engine.sweep();
+        let stats = engine.stats();
+        assert_eq!((stats.entries, stats.nodes), (0, 0), "{stats:?}");
     }
 
     /// A record still storing when its worker is removed, found no entry counted: its

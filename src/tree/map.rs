@@ -318,6 +318,13 @@ impl NodeMap {
         }
     }
 
+    /// The shard (of `0..SHARDS`) that holds `key`: the order in which passes over the
+    /// map (`for_each_in`) reach it.
+    #[cfg(test)]
+    pub(crate) fn shard_of(&self, key: u64) -> usize {
+        (self.hash(key) >> (64 - SHARD_BITS)) as usize
+    }
+
     /// Puts `node` at `key`, returning the node it replaces.
     #[cfg(test)]
     pub(crate) fn insert(&self, key: u64, node: Node) -> Option<Node> {

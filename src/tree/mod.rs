@@ -152,6 +152,12 @@ impl Tree {
         })
     }
 
+    /// The shard of the node map that holds the block `seq` (see `NodeMap::shard_of`).
+    #[cfg(test)]
+    pub(crate) fn shard_of(&self, seq: SequenceHash) -> usize {
+        self.nodes.shard_of(seq.0)
+    }
+
     /// `slot`'s claim on the block `seq`, if it holds one. A block inside a run has no key:
     /// if `seq` has none while runs exist, they are split up and `seq` looked up again.
     pub(crate) fn claim_of(
