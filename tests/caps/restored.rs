@@ -88,3 +88,48 @@ fn replayed_dumps_evict_in_the_original_order() {
         assert_eq!(index.stats().entries, 4);
     }
 }
+
+/// A restored claim later than the worker's claim on its block's parent (a snapshot taken
+/// while callers ran, or a record racing the restore): the decision that gave the parent
+/// its claim walks from the restored block, so its eviction stops there, and the restored
+/// claim's eviction takes that block alone. The parent's path is logged at the parent's
+/// expiry too, so that its eviction takes the parent. Before, the parent stayed in no
+/// log, past every TTL (its decision's timer found the block below gone, and so did the
+/// restored claim's).
+#[test]
+fn a_restored_claim_later_than_its_parents_leaves_the_parent_evictable() {
+    let clock = Arc::new(ManualClock::new());
+    let index = capped_on(&clock, Duration::from_secs(100), Some(4), None);
+    let prompt = [1, 2];
+    index.record(1, Query::tokens(&prompt)).unwrap();
+    clock.advance(Duration::from_secs(10));
+    let local = compute_block_hash_for_seq(&prompt, 1);
+    let seq = compute_seq_hashes(&local);
+    let snapshot = Snapshot {
+        block_size: 1,
+        entries: vec![SnapshotEntry {
+            worker_id: 1,
+            dp_rank: 0,
+            block: seq[1],
+            parent: seq[0],
+            local: local[1],
+            depth: 1,
+            exact: false,
+            ttl_left: Duration::from_secs(100),
+        }],
+        capacities: vec![],
+    };
+    index.restore(&snapshot).unwrap();
+    assert_eq!(score(&index, &prompt, 1), Some(2));
+    // Four newer decisions: the cap of 4 evicts both blocks of the prompt.
+    for i in 0..4 {
+        clock.advance(Duration::from_nanos(1));
+        index.record(1, Query::tokens(&[10 + i])).unwrap();
+    }
+    assert_eq!(score(&index, &prompt, 1), None);
+    assert_eq!(index.worker_entries(1), 4);
+    clock.advance(Duration::from_secs(1000));
+    index.sweep_expired();
+    let stats = index.stats();
+    assert_eq!((stats.entries, stats.nodes), (0, 0), "{stats:?}");
+}

@@ -36,7 +36,8 @@ fn every_call_racing_leaves_no_gap_and_frees_everything_past_the_ttl() {
 
 /// The same calls with engines' KV events among them (400 runs): `Stored` (exact, no
 /// TTL), `Removed` and `Cleared` events race records, requests and removals, and runs
-/// are split up once the first exact event stops them. Past every TTL the counts are
+/// are split up once the first exact event stops them; and snapshots of the live index
+/// restored into it. Past every TTL the counts are
 /// exactly the entries the dump holds (the exact ones), and once every worker is removed
 /// one sweep leaves nothing.
 #[test]
@@ -119,7 +120,7 @@ fn race(seed: u64, events: bool) -> Option<String> {
 
 /// 1,500 calls of one thread: records (60%; with `events`, a quarter of them KV events),
 /// finds, removals, capacities, requests begun (half of them reported on), extended by
-/// output and finished, sweeps, and clock steps.
+/// output and finished, sweeps, with `events` restores, and clock steps.
 fn calls(index: &ApproxKvIndexer, clock: &ManualClock, rng: &mut SplitMix64, events: bool) {
     let mut pool = Vec::new();
     let mut running = Vec::new();
@@ -171,6 +172,10 @@ fn calls(index: &ApproxKvIndexer, clock: &ManualClock, rng: &mut SplitMix64, eve
             }
             88..=92 => {
                 index.sweep_expired();
+            }
+            93 if events => {
+                // A snapshot of the live index, restored into it (merged with what it holds).
+                index.restore(&index.snapshot()).unwrap();
             }
             _ => clock.advance(Duration::from_nanos(1 + rng.below(20))),
         }
