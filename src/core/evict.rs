@@ -223,6 +223,12 @@ impl Evictor<'_> {
             blocks: usize::MAX,
             lower_to: None,
         };
+        // A block-span walk (a restored or replayed claim) takes its block alone: see
+        // `log_parent_path`.
+        let parent = match decision.span {
+            Span::Block => self.tree.parent_of_block(leaf),
+            Span::Path => None,
+        };
         let mut evicted = Vec::new();
         let forget = |block| {
             self.workers.adjust_entries(slot, -1);
@@ -233,6 +239,9 @@ impl Evictor<'_> {
         let walked = self.tree.walk(walk, forget, self.guard);
         if let Some(cap) = ghost_cap {
             self.ghosts.add((slot, decision.generation), &evicted, cap);
+        }
+        if let (Some(parent), 1..) = (parent, walked.removed) {
+            self.log_parent_path(decision, parent);
         }
         if let (Some(rest), Span::Path) = (walked.resume, decision.span) {
             let _ = self.log(
@@ -257,6 +266,44 @@ impl Evictor<'_> {
             return walked.removed + rest;
         }
         walked.removed // uncounted by the walk, entry by entry
+    }
+
+    /// After a block-span eviction (a restored or replayed claim, which takes its block
+    /// alone) removed `decision`'s block: if the slot's claim on the block's `parent` ends
+    /// no later than the decision, the parent's path is logged at the parent's expiry,
+    /// after the decisions of that expiry, with a timer. That claim may be a decision's
+    /// whose leaf was this block (a record racing a restore, or a snapshot taken while
+    /// callers ran, listing a child with a later claim than its parent): that decision's
+    /// walks start at the block and now find it gone, and the parent and the blocks above
+    /// it would be in no log and no timer's way, held past every TTL. Logged last among
+    /// equal expiries, the path goes after the block-span claims of that expiry (restored
+    /// siblings, evicted deepest first) and after the decisions already logged there.
+    fn log_parent_path(&self, decision: LoggedDecision, parent: crate::SequenceHash) {
+        let claim = self
+            .tree
+            .claim_at(parent, decision.slot, self.guard)
+            .flatten();
+        let Some(expiry) = claim
+            .map(|c| c.expiry)
+            .filter(|&e| e != 0 && e <= decision.expiry)
+        else {
+            return;
+        };
+        let path = LoggedDecision {
+            leaf: parent,
+            expiry,
+            span: Span::Path,
+            ..decision
+        };
+        let _ = self.log(path, Among::Last);
+        if let Some(timers) = self.timers {
+            let timer = Timer {
+                leaf: parent,
+                slot: decision.slot,
+                generation: decision.generation,
+            };
+            timers.schedule(expiry, timer);
+        }
     }
 
     /// Drops logged decisions that need no eviction any more (superseded by a later

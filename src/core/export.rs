@@ -12,7 +12,6 @@ use crate::clock::nanos;
 use crate::events::{KvCacheEventData, KvCacheStoreData, KvCacheStoredBlockData, RouterEvent};
 use crate::slot::Slot;
 use crate::tree::claim::Claim;
-use crate::tree::Writing;
 use crate::tree::{LiveEntry, Span};
 use crate::workers::WriteKind;
 use crate::{Snapshot, SnapshotCapacity, SnapshotEntry, SnapshotError, WorkerKey};
@@ -179,7 +178,6 @@ impl Core {
             if expiry != 0 && held.map_or(true, |h| h < expiry) {
                 let walk = (e.block, expiry, Span::Block);
                 self.schedule_walk(slot, walk, Among::First, &guard);
-                self.log_parent_path(slot, e, expiry, &guard);
             }
             self.workers.end_write(slot);
             let at = *position.entry(slot).or_insert_with(|| {
@@ -192,25 +190,5 @@ impl Core {
             self.enforce_caps(slot, 2 * added, None, &guard);
         }
         Ok(())
-    }
-
-    /// Under caps, after a restored claim on `e`'s block expiring at `expiry` is logged
-    /// (its eviction takes that block alone, [`Span::Block`]): if `slot`'s claim on the
-    /// parent ends no later, the parent's path is logged too, at the parent's expiry,
-    /// after the decisions of that expiry. The parent's claim may be a decision's whose
-    /// leaf is this block (a record racing the restore, or a snapshot taken while callers
-    /// ran that lists a child with a later claim than its parent): that decision's
-    /// eviction walks from this block, and stops there while the restored claim holds it
-    /// or, once the restored claim's eviction took it, finds it gone; the parent and the
-    /// blocks above it would then be in no eviction's way, held past every TTL. (Timers
-    /// need no such step: a restored claim's timer walks the path up.)
-    fn log_parent_path(&self, slot: Slot, e: &SnapshotEntry, expiry: u64, guard: &Writing<'_>) {
-        if e.depth == 0 || !self.capped() {
-            return;
-        }
-        let parent = self.tree.claim_of(e.parent, slot, guard);
-        if let Some(p) = parent.map(|c| c.expiry).filter(|&p| p != 0 && p <= expiry) {
-            let _ = self.log(slot, (e.parent, p, Span::Path), Among::Last, guard);
-        }
     }
 }

@@ -277,6 +277,13 @@ impl Tree {
         }
     }
 
+    /// The parent of the block keyed `seq`, if that key is a block below another (not a
+    /// run's head or marker, nor a prompt's first block).
+    pub(crate) fn parent_of_block(&self, seq: SequenceHash) -> Option<SequenceHash> {
+        let node = self.nodes.get(&seq.0)?;
+        (node.kind() == Kind::Block && node.depth() > 0).then(|| node.parent())
+    }
+
     /// `look(self)`, and if it finds nothing while runs exist (the block may be inside
     /// one), again once every run is split up.
     fn keyed<R>(&self, guard: &Writing<'_>, look: impl Fn(&Self) -> Option<R>) -> Option<R> {

@@ -61,7 +61,9 @@
 //!   the excess; what a budget cut off is logged again from where the walk stopped, in
 //!   both logs in expiry order (and gets a timer). The log entry of a restored or replayed
 //!   claim evicts that block only (its ancestors have entries of their own, and may carry
-//!   an equal expiry while other children still need them).
+//!   an equal expiry while other children still need them); once it removed the block,
+//!   the registration's claim on the block's parent, if it ends no later, gets its path
+//!   logged at its expiry (after equal expiries) and a timer.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -397,6 +399,31 @@ impl Model {
         (removed, None)
     }
 
+    /// Once a single-block eviction took `d`'s block: the registration's claim on the
+    /// block's parent, if it ends no later, gets its path logged (after equal expiries)
+    /// and a timer.
+    fn log_parent_path(&mut self, d: Decision, parent: u64) {
+        let Some(claim) = self.entries.get(&(d.reg, parent)) else {
+            return;
+        };
+        if claim.expiry == 0 || claim.expiry > d.expiry {
+            return;
+        }
+        let expiry = claim.expiry;
+        self.log(
+            Decision {
+                reg: d.reg,
+                expiry,
+                leaf: parent,
+                single: false,
+            },
+            false,
+        );
+        if !self.never {
+            self.timers.push((expiry, d.reg, parent));
+        }
+    }
+
     fn log(&mut self, decision: Decision, sorted: bool) {
         let put = |log: &mut VecDeque<Decision>| {
             let at = if sorted {
@@ -493,7 +520,15 @@ impl Model {
             log.pop_front();
             let own = fresh.is_some() && d.expiry == fresh_expiry;
             let budget = if own { excess.min(spare) } else { excess };
+            let parent = self
+                .nodes
+                .get(&d.leaf)
+                .filter(|n| d.single && n.depth > 0)
+                .and_then(|n| n.parent);
             let (removed, resume) = self.walk(d.reg, d.leaf, d.expiry, budget, d.single);
+            if let (Some(parent), 1..) = (parent, removed) {
+                self.log_parent_path(d, parent);
+            }
             if reg.is_some() {
                 // A worker's cap: what it evicted becomes ghosts (`requests.rs`).
                 let walked = std::mem::take(&mut self.walked);
