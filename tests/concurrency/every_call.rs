@@ -1,6 +1,7 @@
 //! Every call racing: records, finds, removals, capacities, requests (begun, reported on,
-//! finished) and sweeps from four threads on a manual clock, under no cap, a per-worker
-//! cap, a global cap, or both.
+//! extended by output, finished) and sweeps from four threads on a manual clock, under no
+//! cap, a per-worker cap, a global cap, or both; and the same with engines' KV events and
+//! restores of the live index's snapshots among them.
 
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use approx_kv_index::*;
 use approx_kv_rng::SplitMix64;
 
+use crate::support::events;
 use crate::support::traffic::{above_a_gap, next_prompt};
 
 const WORKERS: u64 = 12;
@@ -186,25 +188,15 @@ fn calls(index: &ApproxKvIndexer, clock: &ManualClock, rng: &mut SplitMix64, eve
 /// What an engine might publish of `prompt` on `worker`: its blocks stored (exact), the
 /// blocks from a random one on removed, or (rarely) its whole cache cleared.
 fn engine_event(worker: WorkerId, prompt: &[u32], rng: &mut SplitMix64) -> RouterEvent {
-    let local = compute_block_hash_for_seq(prompt, 2);
-    let seq = compute_seq_hashes(&local);
     let data = match rng.below(8) {
         0 => KvCacheEventData::Cleared,
-        1..=4 => KvCacheEventData::Stored(KvCacheStoreData {
-            parent_hash: None,
-            blocks: local
-                .iter()
-                .zip(&seq)
-                .map(|(&tokens_hash, &block_hash)| KvCacheStoredBlockData {
-                    block_hash,
-                    tokens_hash,
-                    expires_in: None,
-                })
-                .collect(),
-        }),
-        _ => KvCacheEventData::Removed(KvCacheRemoveData {
-            block_hashes: seq[rng.below(seq.len() as u64 + 1) as usize..].to_vec(),
-        }),
+        1..=4 => return events::stored_ours(worker, prompt, 2, None),
+        _ => {
+            let seq = compute_seq_hashes(&compute_block_hash_for_seq(prompt, 2));
+            KvCacheEventData::Removed(KvCacheRemoveData {
+                block_hashes: seq[rng.below(seq.len() as u64 + 1) as usize..].to_vec(),
+            })
+        }
     };
     RouterEvent {
         worker_id: worker,
