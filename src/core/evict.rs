@@ -244,21 +244,11 @@ impl Evictor<'_> {
             self.log_parent_path(decision, parent);
         }
         if let (Some(rest), Span::Path) = (walked.resume, decision.span) {
-            let _ = self.log(
-                LoggedDecision {
-                    leaf: rest,
-                    ..decision
-                },
-                Among::First,
-            );
-            if let Some(timers) = self.timers {
-                let timer = Timer {
-                    leaf: rest,
-                    slot,
-                    generation: decision.generation,
-                };
-                timers.schedule(decision.expiry, timer);
-            }
+            let rest_of_it = LoggedDecision {
+                leaf: rest,
+                ..decision
+            };
+            self.log_with_timer(rest_of_it, Among::First);
             // A later decision of the slot taken to be evicted while this walk ran (by
             // another thread) may have taken blocks the rest hangs below: the rest goes
             // now, in order, as for a recorder overtaken (`evict_overtaken`).
@@ -295,14 +285,20 @@ impl Evictor<'_> {
             span: Span::Path,
             ..decision
         };
-        let _ = self.log(path, Among::Last);
+        self.log_with_timer(path, Among::Last);
+    }
+
+    /// Logs a walk that no log or timer holds yet (`among` the decisions of equal
+    /// expiry) and gives it a timer at its expiry.
+    fn log_with_timer(&self, walk: LoggedDecision, among: Among) {
+        let _ = self.log(walk, among);
         if let Some(timers) = self.timers {
             let timer = Timer {
-                leaf: parent,
-                slot: decision.slot,
-                generation: decision.generation,
+                leaf: walk.leaf,
+                slot: walk.slot,
+                generation: walk.generation,
             };
-            timers.schedule(expiry, timer);
+            timers.schedule(walk.expiry, timer);
         }
     }
 

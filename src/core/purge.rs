@@ -115,6 +115,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::core::testing::chain;
     use crate::workers::WriteKind;
     use crate::{Builder, LocalBlockHash, ManualClock, SequenceHash};
 
@@ -180,11 +181,6 @@ mod tests {
     fn a_purge_goes_on_while_a_dead_slot_still_counts_entries() {
         let clock = Arc::new(ManualClock::new());
         let engine = engine(&clock, Duration::from_secs(10));
-        let chain = |blocks: &[u64]| {
-            let local: Vec<LocalBlockHash> = blocks.iter().map(|&b| LocalBlockHash(b)).collect();
-            let seq: Vec<SequenceHash> = crate::compute_seq_hashes(&local);
-            (local, seq)
-        };
         // A two-block prompt whose tail lies in an earlier shard than its head.
         let (local, seq) = (1..)
             .map(|p| chain(&[p, 1_000 + p]))

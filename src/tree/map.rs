@@ -36,6 +36,12 @@ use crate::sync::{fence, AtomicU64, AtomicUsize, Ordering, RwLock, RwLockReadGua
 
 /// Shards of the map: enough that writers on different prefixes rarely meet.
 pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
+
+/// The shard of a mixed key: its top `SHARD_BITS` bits.
+#[inline]
+fn shard_index(hash: u64) -> usize {
+    (hash >> (64 - SHARD_BITS)) as usize
+}
 const SHARD_BITS: u32 = if cfg!(loom) { 1 } else { 7 };
 /// Buckets of a new shard's table.
 const MIN_BUCKETS: usize = if cfg!(loom) { 4 } else { 8 };
@@ -179,7 +185,7 @@ impl NodeMap {
 
     #[inline]
     fn shard(&self, hash: u64) -> &Shard {
-        &self.shards[(hash >> (64 - SHARD_BITS)) as usize]
+        &self.shards[shard_index(hash)]
     }
 
     /// A copy of the node keyed `key`, read without a lock (see the module docs). Its
@@ -322,7 +328,7 @@ impl NodeMap {
     /// map (`for_each_in`) reach it.
     #[cfg(test)]
     pub(crate) fn shard_of(&self, key: u64) -> usize {
-        (self.hash(key) >> (64 - SHARD_BITS)) as usize
+        shard_index(self.hash(key))
     }
 
     /// Puts `node` at `key`, returning the node it replaces.
