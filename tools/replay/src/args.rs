@@ -86,6 +86,11 @@ pub struct Cli {
     /// mean for all), high4 (four times) [default: true]
     #[arg(long, value_name = "KIND", help_heading = "Cluster")]
     capacity_start: Option<CapacityStart>,
+    /// With the restarts perturbation: the router learns of each restart as it happens
+    /// (the worker leaves and joins again), and every index row removes the worker and
+    /// sets its capacity again
+    #[arg(long, help_heading = "Cluster")]
+    announce_restarts: bool,
 
     /// The engines publish KV events, delivered to the router SECS seconds after they
     /// happen (approx-hybrid and events-only rows)
@@ -260,6 +265,8 @@ pub struct Options {
     pub realism: Realism,
     /// What request-aware runs know of capacities at start.
     pub capacity_start: CapacityStart,
+    /// Whether index rows are told of each restart when it happens.
+    pub announce_restarts: bool,
     /// When the engines publish KV events: how late they reach the router.
     pub events: Option<Duration>,
     /// The policy families to run, without repeats.
@@ -313,6 +320,17 @@ impl Cli {
         let realistic = self.cluster == ClusterKind::Realistic;
         if self.perturbations.is_some() && !realistic {
             return Err("error: --perturbations needs --cluster realistic (see --help)".into());
+        }
+        let restarts = match &self.perturbations {
+            Some(list) => list.contains(&Perturbation::Restarts),
+            None => realistic,
+        };
+        if self.announce_restarts && !restarts {
+            return Err(
+                "error: --announce-restarts needs the restarts perturbation (--cluster \
+                 realistic; see --help)"
+                    .into(),
+            );
         }
         // The rows that read --capacity-start: the request-aware ones, which the realistic
         // cluster runs by default and --policies can ask for in either cluster.
@@ -393,6 +411,7 @@ impl From<Cli> for Options {
                 Realism::default()
             },
             capacity_start: c.capacity_start.unwrap_or(CapacityStart::True),
+            announce_restarts: c.announce_restarts,
             events: c.events,
             policies,
             ttls,

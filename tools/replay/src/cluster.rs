@@ -110,17 +110,20 @@ impl Cluster {
     }
 
     /// Restarts the workers whose time in `restarts` has come by `now_ms` (each once:
-    /// `restarted` remembers).
-    pub fn restart_due(&mut self, restarts: &[Option<u64>], now_ms: u64) {
+    /// `restarted` remembers), and returns them.
+    pub fn restart_due(&mut self, restarts: &[Option<u64>], now_ms: u64) -> Vec<usize> {
+        let mut out = Vec::new();
         for (w, at) in restarts.iter().enumerate() {
             if at.is_some_and(|at| at <= now_ms) && !self.restarted.contains(&w) {
                 self.restarted.push(w);
+                out.push(w);
                 self.restart(w);
                 if let Some(feed) = &mut self.feed {
                     feed.cleared(w, now_ms);
                 }
             }
         }
+        out
     }
 
     /// Worker `w`'s engine restarts: its cache is empty, its running requests' blocks gone.

@@ -200,6 +200,7 @@ fn run(o: &Options) -> Result<(), String> {
         capacities: o.realism.capacities(o.workers, o.cache_blocks),
         restarts: o.realism.restarts(o.workers, trace_span, o.seed),
         realism: o.realism,
+        announce_restarts: o.announce_restarts,
         events: o.events,
         block_size: o.block_size,
         speeds: Speeds {
@@ -252,8 +253,13 @@ fn run(o: &Options) -> Result<(), String> {
         .map(|(_, what)| *what)
         .collect();
         out.push_str(&format!(
-            "realistic  {}; capacities known at start: {}\n",
+            "realistic  {}{}; capacities known at start: {}\n",
             on.join(", "),
+            if o.announce_restarts {
+                "; restarts announced to the index rows"
+            } else {
+                ""
+            },
             o.capacity_start.name()
         ));
     }

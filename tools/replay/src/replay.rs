@@ -37,6 +37,8 @@ pub struct Setup<'a> {
     pub restarts: Vec<Option<u64>>,
     /// The realistic cluster's perturbations.
     pub realism: Realism,
+    /// Whether index rows are told of each restart when it happens.
+    pub announce_restarts: bool,
     /// How late the engines' KV events reach the router, if they publish them.
     pub events: Option<Duration>,
     /// Tokens per block.
@@ -255,6 +257,14 @@ fn router(setup: &Setup<'_>, policy: &Policy, run: usize) -> Result<Router, Stri
     }
 }
 
+/// A router told that worker `w`'s engine restarted: the worker left and joined again
+/// (its claims and running requests gone), with the capacity it had.
+fn announce_restart(index: &ApproxKvIndexer, w: u64) {
+    let capacity = index.worker_capacity(w);
+    index.remove_worker(w);
+    index.set_worker_capacity(w, capacity);
+}
+
 /// A routing thread: takes requests in arrival order until none are left.
 fn route_all(
     setup: &Setup<'_>,
@@ -273,7 +283,14 @@ fn route_all(
             return t;
         };
         let now_ms = u64::try_from(req.at.as_millis()).unwrap_or(u64::MAX);
-        cluster.lock().restart_due(&setup.restarts, now_ms);
+        let restarted = cluster.lock().restart_due(&setup.restarts, now_ms);
+        if let (true, Router::Index { replicas, .. }) = (setup.announce_restarts, router) {
+            for index in replicas.all() {
+                restarted
+                    .iter()
+                    .for_each(|&w| announce_restart(index, w as u64));
+            }
+        }
         if let Some(w) = setup.realism.foreign(setup.seed, i, setup.workers) {
             // Another router's request: this one never sees it, but the engine serves it.
             cluster.lock().serve(w, i, req, now_ms);
@@ -404,5 +421,28 @@ fn route_all(
         t.hit_blocks += hit as u64;
         t.prompt_blocks += req.seq.len() as u64;
         bar.inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announced_restart_forgets_the_worker_and_keeps_its_capacity() {
+        let index = ApproxKvIndexer::builder().block_size(4).build().unwrap();
+        let prompt: Vec<u32> = (0..16).collect();
+        index.set_worker_capacity(3, Some(100));
+        index.record(3, Query::tokens(&prompt)).unwrap();
+        index.record(5, Query::tokens(&prompt)).unwrap();
+        announce_restart(&index, 3);
+        let found = index.find(Query::tokens(&prompt));
+        assert_eq!(found.scores.get(&3), None, "{found:?}");
+        assert_eq!(found.scores.get(&5), Some(&4), "{found:?}");
+        assert_eq!(index.worker_capacity(3), Some(100));
+        // A worker with no capacity of its own keeps none.
+        announce_restart(&index, 5);
+        assert_eq!(index.worker_capacity(5), None);
+        assert!(index.find(Query::tokens(&prompt)).scores.is_empty());
     }
 }

@@ -282,7 +282,21 @@ fn nonsensical_options_are_rejected_on_one_line() {
 /// be silently ignored, so they are usage errors (status 2, one line naming both options).
 #[test]
 fn options_that_would_be_ignored_are_usage_errors() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["--announce-restarts"],
+            "--announce-restarts needs the restarts perturbation",
+        ),
+        (
+            &[
+                "--cluster",
+                "realistic",
+                "--perturbations",
+                "sizes,pins",
+                "--announce-restarts",
+            ],
+            "--announce-restarts needs the restarts perturbation",
+        ),
         (
             &["--perturbations", "pins"],
             "--perturbations needs --cluster realistic",
@@ -701,6 +715,21 @@ fn the_realistic_cluster_runs_its_rows_and_each_perturbation_alone() {
         learning.contains("55.6%") && learning.contains("1.00"),
         "{out}"
     );
+    // Restarts announced: said in the header, and every row still runs.
+    let out = run_small(&[
+        trace.to_str().unwrap(),
+        "--cluster",
+        "realistic",
+        "--perturbations",
+        "restarts",
+        "--announce-restarts",
+    ]);
+    assert!(
+        out.contains("restarts announced to the index rows"),
+        "{out}"
+    );
+    row(&out, "approx-learning");
+    row(&out, "approx-capacity");
     let o = run(&[trace.to_str().unwrap(), "--perturbations", "gravity"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
