@@ -1,3 +1,4 @@
+use super::super::holder::snapshot;
 use super::*;
 
 fn node(slot: Slot, claim: Claim) -> Node {
