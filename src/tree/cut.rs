@@ -21,7 +21,7 @@ use crossbeam_epoch::Guard;
 use super::map::Entry;
 use super::node::{Kind, Node};
 use super::run_alloc::{self, run_at, Run, RunPtr, RunSpan, MIN_RUN};
-use super::run_nodes::Frozen;
+use super::split::Frozen;
 use super::Tree;
 use crate::{LocalBlockHash, SequenceHash};
 

@@ -22,6 +22,7 @@ pub(crate) mod node;
 mod record;
 pub(crate) mod run_alloc;
 mod run_nodes;
+mod split;
 mod walk;
 mod writing;
 
