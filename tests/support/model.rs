@@ -290,6 +290,17 @@ impl Model {
         self.next_registration
     }
 
+    /// The registered workers' values in `per_reg` (those that have one), by worker.
+    fn by_worker<T: Copy + Ord>(&self, per_reg: &HashMap<Reg, T>) -> Vec<(WorkerId, T)> {
+        let mut rows: Vec<_> = self
+            .registration
+            .iter()
+            .filter_map(|(&w, reg)| Some((w, *per_reg.get(reg)?)))
+            .collect();
+        rows.sort_unstable();
+        rows
+    }
+
     fn alive(&self, reg: Reg) -> bool {
         self.registration.values().any(|&r| r == reg)
     }

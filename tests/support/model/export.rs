@@ -14,13 +14,7 @@ impl Model {
 
     /// The registered workers' capacities, as a snapshot lists them (by worker).
     pub fn capacity_rows(&self) -> Vec<(WorkerId, usize)> {
-        let mut rows: Vec<_> = self
-            .registration
-            .iter()
-            .filter_map(|(&w, reg)| Some((w, *self.capacities.get(reg)?)))
-            .collect();
-        rows.sort_unstable();
-        rows
+        self.by_worker(&self.capacities)
     }
 
     /// A restore's first step: the snapshot's capacities set, in its order.

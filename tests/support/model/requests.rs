@@ -251,13 +251,7 @@ impl Model {
 
     /// Each registered worker's reports: (reports, predicted, delivered), by worker.
     pub fn cache_reports(&self) -> Vec<(WorkerId, (u64, u64, u64))> {
-        let mut rows: Vec<_> = self
-            .registration
-            .iter()
-            .filter_map(|(&w, reg)| Some((w, *self.reports.get(reg)?)))
-            .collect();
-        rows.sort_unstable();
-        rows
+        self.by_worker(&self.reports)
     }
 
     /// Entries dropped by reports.
