@@ -137,7 +137,7 @@ fn a_late_joiner_reads_the_retained_window() {
     ));
 }
 
-/// src/indexer.rs, `reshare_capacities`: capacities never expire, and `RedisSync` shares
+/// src/indexer/replicas.rs, `reshare_capacities`: capacities never expire, and `RedisSync` shares
 /// them again every half window, so a replica that joins after the stream trimmed the
 /// capacity's first decision still learns it (it did not, found by an audit).
 #[test]

@@ -13,7 +13,7 @@ use super::apply::drain;
 use super::{clock, manual, replica};
 use crate::support::index::score;
 
-/// src/indexer.rs, `apply_decision`: "a decision whose sequence number is not above every
+/// src/indexer/replicas.rs, `apply_decision`: "a decision whose sequence number is not above every
 /// one applied from its origin is skipped". Several threads recording on one replica used
 /// to number their decisions before queueing them, so the outbox could hold a higher
 /// number before a lower one, which receivers then skipped as a duplicate (found by an
@@ -61,7 +61,7 @@ fn exchange(a: &ApproxKvIndexer, b: &ApproxKvIndexer) {
     b.apply_decisions(&from_a);
 }
 
-/// src/indexer.rs, `apply_decision`: "as if this index had taken it when it was taken".
+/// src/indexer/replicas.rs, `apply_decision`: "as if this index had taken it when it was taken".
 /// B routes to worker 5 at 1 s, A removes it at 2 s: fed in time order, one index forgets
 /// the worker, and so must A, which receives B's route after its removal.
 #[test]
@@ -134,7 +134,7 @@ fn a_rank_removed_supersedes_its_older_routes_capacities_and_drops() {
     assert_eq!(a.replication_stats().superseded, 3);
 }
 
-/// src/indexer.rs, `set_worker_capacity`, shared as a decision: two replicas that set a
+/// src/indexer/workers.rs, `set_worker_capacity`, shared as a decision: two replicas that set a
 /// worker's capacity at different times end with the later one, whatever the order they
 /// receive each other's in.
 #[test]
@@ -204,7 +204,7 @@ fn a_replica_built_at_the_end_of_the_wall_clock_numbers_its_decisions_in_order()
     let _ = Arc::clone(&wall);
 }
 
-/// src/indexer.rs, `reshare_capacities`: every capacity known of a change is queued again,
+/// src/indexer/replicas.rs, `reshare_capacities`: every capacity known of a change is queued again,
 /// dated from the change; a late joiner learns it, the latest change of a key wins
 /// whatever the order, a removed key's is not shared again, and reshared capacities do
 /// not count in the lag.
@@ -310,7 +310,7 @@ fn a_replica_restarted_past_2_pow_63_ns_continues_above_its_old_numbers() {
     assert_eq!(score(&receiver, &[9], 6), Some(1));
 }
 
-/// src/indexer.rs, `apply_decision`: a decision taken before its worker's removal changes
+/// src/indexer/replicas.rs, `apply_decision`: a decision taken before its worker's removal changes
 /// nothing, also when another thread applies the removal (another origin's) at the same
 /// time: the check and the apply are one step (found by an audit: 15 to 177 of 200,000
 /// routes taken before their worker's removal were kept).

@@ -106,7 +106,7 @@ fn memory_comes_back_without_sweep_expired() {
 }
 
 /// src/stats.rs, `IndexStats::expirations`: "(block, worker) pairs reclaimed by the sweeper
-/// since creation (expired or removed)"; src/indexer.rs, `remove_worker`: "the next sweep
+/// since creation (expired or removed)"; src/indexer/workers.rs, `remove_worker`: "the next sweep
 /// (the sweeper's next tick) frees its entries".
 #[test]
 fn entries_of_removed_workers_are_reclaimed_and_counted_as_expirations() {
@@ -128,7 +128,7 @@ fn entries_of_removed_workers_are_reclaimed_and_counted_as_expirations() {
     );
 }
 
-/// src/indexer.rs, `remove_worker`: "the next sweep (the sweeper's next tick) frees its
+/// src/indexer/workers.rs, `remove_worker`: "the next sweep (the sweeper's next tick) frees its
 /// entries, whatever their TTL left". A removed worker's decisions of different ages,
 /// some of them refreshed, are all freed by the first sweep after the removal, not each at
 /// its own TTL; the timers left behind free nothing more; `stats().nodes` stays the number
@@ -221,7 +221,7 @@ fn an_exact_entry_in_the_middle_of_a_decision_does_not_stop_its_expiry() {
     assert_eq!((kept.block_hash, kept.expires_in), (seq[1], None));
 }
 
-/// src/indexer.rs, `remove_worker`: "the holders of removed workers never pile up on
+/// src/indexer/workers.rs, `remove_worker`: "the holders of removed workers never pile up on
 /// shared blocks under churn"; design.md, "Holder arrays": a copy of a holder array leaves
 /// the removed workers' holders out. Six of eight workers sharing a prompt are removed;
 /// forty new workers join it with no sweep: the first copy of the shared run's array (a
