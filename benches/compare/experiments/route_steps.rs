@@ -9,8 +9,14 @@
 //! `W=16 R=5 target/release/route_steps <repo>/../shared/data/mooncake/conversation_trace.jsonl`
 //! (`W` workers, `R` rounds; the trace defaults to the bundled slice, relative to the
 //! working directory).
+//!
+//! With `FINDS=1`, each round then also times every request's find from its precomputed
+//! hashes twice in a row, on the index the round routed: the first read cold, as the
+//! "find" rows of `approx-kv-compare` read it, the second right after it, with the query,
+//! the buckets and the runs it reads in the cache (the find's own work), and prints the
+//! p50 and p99 of both.
 
-use approx_kv_index::{ApproxKvIndexer, Query};
+use approx_kv_index::{ApproxKvIndexer, PromptHashes, Query};
 use std::time::{Duration, Instant};
 const TB: usize = 512;
 fn load(path: &str) -> Vec<Vec<u32>> {
@@ -35,6 +41,35 @@ fn load(path: &str) -> Vec<Vec<u32>> {
         })
         .collect()
 }
+fn percentile(sorted: &[u64], p: usize) -> u64 {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+/// Times each find of `hashes` twice in a row (see the module docs) and prints the p50
+/// and p99 of the first (cold) and of the second (hot), in nanoseconds.
+fn time_finds(index: &ApproxKvIndexer, hashes: &[PromptHashes], workers: usize) {
+    let mut overlap = vec![0u32; workers];
+    let (mut cold, mut hot) = (Vec::new(), Vec::new());
+    for h in hashes {
+        for lat in [&mut cold, &mut hot] {
+            overlap.fill(0);
+            let t = Instant::now();
+            index.find_into(Query::prompt(h), &mut |w: u64, s: u32| {
+                overlap[w as usize] = s
+            });
+            lat.push(t.elapsed().as_nanos() as u64);
+            std::hint::black_box(&overlap);
+        }
+    }
+    cold.sort_unstable();
+    hot.sort_unstable();
+    println!(
+        "  finds: cold p50 {} p99 {} ns, hot p50 {} p99 {} ns",
+        percentile(&cold, 50),
+        percentile(&cold, 99),
+        percentile(&hot, 50),
+        percentile(&hot, 99)
+    );
+}
 fn main() {
     let path = std::env::args()
         .nth(1)
@@ -48,6 +83,11 @@ fn main() {
         .ok()
         .map(|s| s.parse().unwrap())
         .unwrap_or(5);
+    let finds = std::env::var_os("FINDS").map(|_| {
+        reqs.iter()
+            .map(|r| PromptHashes::new(r, 64))
+            .collect::<Vec<_>>()
+    });
     for round in 0..rounds {
         let index = ApproxKvIndexer::builder()
             .block_size(64)
@@ -92,5 +132,8 @@ fn main() {
         let tot = t0.elapsed();
         let k = reqs.len() as f64;
         println!("round {round}: route {:.2} us, hash {:.2}, find+choose {:.2}, record {:.2}, ratio {:.2}", tot.as_secs_f64()*1e6/k, th.as_secs_f64()*1e6/k, tf.as_secs_f64()*1e6/k, tr.as_secs_f64()*1e6/k, tot.as_secs_f64()/th.as_secs_f64());
+        if let Some(hashes) = &finds {
+            time_finds(&index, hashes, workers);
+        }
     }
 }
