@@ -15,17 +15,14 @@ use std::cell::RefCell;
 
 use crossbeam_epoch::Guard;
 
-use self::active::{
-    all_kept, push_live_workers, report, report_all_active, report_live_workers, retain_holders,
-    retain_missing, Active,
-};
+use self::active::{report, report_live_workers, ActiveSet};
 pub(crate) use self::query_keys::HashedQuery;
 use self::query_keys::{Keys, CHAINED_FOR_THE_LAST};
 use super::node::Kind;
 use super::run_alloc::{QueryKeys, RunAt, RunSpan};
 use super::{Holder, Holders, Tree};
 use crate::scores::ScoreSink;
-use crate::slot::{Slot, SlotOwners};
+use crate::slot::SlotOwners;
 use crate::thread_buffer::with_thread_buffer;
 use crate::{SequenceHash, WorkerKey};
 
@@ -33,9 +30,9 @@ use crate::{SequenceHash, WorkerKey};
 /// (with an `OverlapScores` reused, or a callback, nothing at all).
 #[derive(Default)]
 struct Scratch {
-    /// Workers holding every block so far, sorted by slot, with their entry counts (read
-    /// with their liveness, in one lookup of the slot).
-    active: Vec<(Slot, Active)>,
+    /// Workers holding every block so far, with their entry counts (read with their
+    /// liveness, in one lookup of the slot).
+    active: ActiveSet,
     /// Sequence hashes of a query of local hashes, as far as probes needed them.
     seq: Vec<SequenceHash>,
 }
@@ -195,20 +192,20 @@ impl Tree {
             };
             let (hi, at_hi, run_hi) = match self.search_turn(from, &mut keys, active, reading) {
                 Turn::Whole => {
-                    report_all_active(active, out, n);
+                    active.report_all(out, n);
                     return;
                 }
                 Turn::DropOut { hi, holders, run } => (hi, holders, run),
             };
             if hi == n {
                 // Past the query: every worker left holds its last block.
-                report_all_active(active, out, n);
+                active.report_all(out, n);
                 return;
             }
             let depth = hi as u32;
             let at_hi: &[Holder] = at_hi.as_deref().unwrap_or(&last);
             let searched = active.len();
-            retain_holders(active, at_hi, now, |worker| report(out, worker, depth));
+            active.retain_holders(at_hi, now, |worker| report(out, worker, depth));
             if active.len() == searched && !cfg!(loom_break = "search_unbounded") {
                 // Nobody dropped out where the search saw someone miss: a claim it read
                 // changed since (a refresh raised it in place, an event stored it), or
@@ -238,7 +235,7 @@ impl Tree {
     fn settle_last_block<'g, W: WorkerKey>(
         &self,
         keys: &mut Keys<'_, '_>,
-        active: &mut Vec<(Slot, Active)>,
+        active: &mut ActiveSet,
         reading: Reading<'g, impl SlotOwners>,
         out: &mut impl ScoreSink<W>,
     ) -> Option<(Holders<'g>, Option<usize>)> {
@@ -249,11 +246,11 @@ impl Tree {
             ends,
             ..
         } = self.probe(keys.key(n - 1), guard);
-        if all_kept(active, &last, now) {
-            report_all_active(active, out, n);
+        if active.all_kept(&last, now) {
+            active.report_all(out, n);
             return None;
         }
-        retain_missing(active, &last, now, |worker| report(out, worker, n as u32));
+        active.retain_missing(&last, now, |worker| report(out, worker, n as u32));
         let last_run = ends.and_then(|(head, span)| {
             let at = n.checked_sub(span.len)?;
             (keys.key(at) == head).then_some(at)
@@ -273,7 +270,7 @@ impl Tree {
     fn start_from_first_block<W: WorkerKey>(
         &self,
         keys: &mut Keys<'_, '_>,
-        active: &mut Vec<(Slot, Active)>,
+        active: &mut ActiveSet,
         reading: Reading<'_, impl SlotOwners>,
         out: &mut impl ScoreSink<W>,
     ) -> Option<usize> {
@@ -310,7 +307,7 @@ impl Tree {
             report_live_workers(&first, now, workers, out, depth as u32);
             return None;
         }
-        push_live_workers(active, &first, now, workers, out.wants_entries());
+        active.start(&first, now, workers, out.wants_entries());
         if active.is_empty() {
             return None;
         }
@@ -328,7 +325,7 @@ impl Tree {
         &self,
         from: SearchFrom,
         keys: &mut Keys<'_, '_>,
-        active: &[(Slot, Active)],
+        active: &ActiveSet,
         reading: Reading<'g, impl SlotOwners>,
     ) -> Turn<'g> {
         let Reading { now, guard, .. } = reading;
@@ -386,7 +383,7 @@ impl Tree {
             if let Some(run) = run {
                 self.prefetch_past(run, p, keys, guard);
             }
-            if !all_kept(active, &holders, now) {
+            if !active.all_kept(&holders, now) {
                 hi_keyless = holders.is_empty() && run.is_none();
                 (hi, at_hi, run_hi) = (p, Some(holders), run);
                 continue;
@@ -533,12 +530,12 @@ fn through_run<W: WorkerKey>(
     run: RunAt<'_>,
     (at, n): (usize, usize),
     keys: &mut impl QueryKeys,
-    active: &mut Vec<(Slot, Active)>,
+    active: &mut ActiveSet,
     out: &mut impl ScoreSink<W>,
 ) -> Option<usize> {
     match jump(run, at, n, keys) {
-        Jump::Whole => report_all_active(active, out, n),
-        Jump::Parted(left) => report_all_active(active, out, left),
+        Jump::Whole => active.report_all(out, n),
+        Jump::Parted(left) => active.report_all(out, left),
         Jump::Past(end) => return Some(end),
     }
     None

@@ -1,11 +1,11 @@
 //! The block-by-block walk: the find while holder sets may not be nested, and the end of a
 //! galloping find whose search met a claim that changed under it.
 
-use super::active::{push_live_workers, report, report_all_active, retain_holders, Active};
+use super::active::{report, ActiveSet};
 use super::query_keys::{HashedQuery, Keys};
 use super::{through_run, Probed, Reading, Scratch};
 use crate::scores::ScoreSink;
-use crate::slot::{Slot, SlotOwners};
+use crate::slot::SlotOwners;
 use crate::tree::run_alloc::QueryKeys;
 use crate::tree::Tree;
 use crate::WorkerKey;
@@ -33,7 +33,7 @@ impl Tree {
         &self,
         from: usize,
         keys: &mut Keys<'_, '_>,
-        active: &mut Vec<(Slot, Active)>,
+        active: &mut ActiveSet,
         reading: Reading<'_, impl SlotOwners>,
         out: &mut impl ScoreSink<W>,
     ) {
@@ -51,12 +51,9 @@ impl Tree {
                 ..
             } = self.probe(keys.key(i), guard);
             if i == 0 {
-                active.clear();
-                push_live_workers(active, &holders, now, workers, out.wants_entries());
+                active.start(&holders, now, workers, out.wants_entries());
             } else {
-                retain_holders(active, &holders, now, |worker| {
-                    report(out, worker, i as u32)
-                });
+                active.retain_holders(&holders, now, |worker| report(out, worker, i as u32));
             }
             if active.is_empty() {
                 return;
@@ -71,6 +68,6 @@ impl Tree {
                 None => return,
             }
         }
-        report_all_active(active, out, n);
+        active.report_all(out, n);
     }
 }
