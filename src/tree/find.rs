@@ -9,6 +9,7 @@
 
 mod active;
 mod query_keys;
+mod search;
 mod walk;
 
 use std::cell::RefCell;
@@ -18,6 +19,7 @@ use crossbeam_epoch::Guard;
 use self::active::{report, report_live_workers, ActiveSet};
 pub(crate) use self::query_keys::HashedQuery;
 use self::query_keys::{Keys, CHAINED_FOR_THE_LAST};
+use self::search::{SearchFrom, Turn};
 use super::node::Kind;
 use super::run_alloc::{QueryKeys, RunAt, RunSpan};
 use super::{Holder, Holders, Tree};
@@ -315,117 +317,6 @@ impl Tree {
         Some(lo)
     }
 
-    /// One turn of the galloping search: every active worker holds block `lo` and misses
-    /// block `unprobed` (the last block, or for a query of local hashes the block past the
-    /// query; or, from where the query reaches the run that the last block ends,
-    /// `last_run`, every block). Gallops from `lo` and bisects to the shallowest block
-    /// some of them miss, going through runs whose holders they all are: `hi` is then
-    /// `unprobed` only if they all hold every block up to it.
-    fn search_turn<'g>(
-        &self,
-        from: SearchFrom,
-        keys: &mut Keys<'_, '_>,
-        active: &ActiveSet,
-        reading: Reading<'g, impl SlotOwners>,
-    ) -> Turn<'g> {
-        let Reading { now, guard, .. } = reading;
-        let n = keys.query.len();
-        let SearchFrom {
-            mut lo,
-            last_run,
-            unprobed,
-            at_hi_keyless: last_keyless,
-        } = from;
-        // Every remaining worker holds block `lo` and misses block `hi`; `at_hi` holds
-        // block `hi`'s holders (`None`: the last block's, or none if `hi` is past the query).
-        let (mut hi, mut at_hi, mut hi_keyless) = match last_run {
-            Some(at) if lo < at => (at, None, false),
-            _ => (unprobed, None, last_keyless),
-        };
-        // The run block `hi` begins, if it is a run's head.
-        let mut run_hi = None;
-        let mut step = 1;
-        let mut galloping = true;
-        // Whether block `hi`, read as no key, was read again once `lo` was next to it.
-        let mut rechecked = false;
-        loop {
-            let p = if galloping && lo + step < hi {
-                if hi == n && 2 * (lo + step) >= n {
-                    // The last block, unprobed so far, once the gallop passes the query's
-                    // middle: the query is then chained at most twice as far as needed,
-                    // and a worker holding it all is settled without the bisection.
-                    n - 1
-                } else {
-                    lo + step
-                }
-            } else if hi - lo > 1 {
-                galloping = false;
-                lo + (hi - lo) / 2
-            } else if hi_keyless
-                && !rechecked
-                && hi < n
-                && !cfg!(loom_break = "find_trusts_a_stale_miss")
-            {
-                // Block `hi` read as no key (missing, or inside a run) before block `lo` was
-                // found held: a cut or split of a run holding both may have given block
-                // `hi` a key since, which the workers may hold (a stable worker would
-                // otherwise drop out at a block it holds). Read it again, once.
-                rechecked = true;
-                hi
-            } else {
-                break;
-            };
-            let Probed {
-                holders,
-                starts: run,
-                ..
-            } = self.probe(keys.key(p), guard);
-            if let Some(run) = run {
-                self.prefetch_past(run, p, keys, guard);
-            }
-            if !active.all_kept(&holders, now) {
-                hi_keyless = holders.is_empty() && run.is_none();
-                (hi, at_hi, run_hi) = (p, Some(holders), run);
-                continue;
-            }
-            let Some(run) = run else {
-                lo = p;
-                if lo >= hi {
-                    // Block `hi` (read again) is held after all: on to the last block, or
-                    // done if it was the last.
-                    if lo + 1 >= n {
-                        return Turn::Whole;
-                    }
-                    (hi, at_hi, run_hi, hi_keyless) = (unprobed, None, None, last_keyless);
-                    (step, galloping, rechecked) = (1, true, false);
-                } else {
-                    step *= 2;
-                }
-                continue;
-            };
-            match jump(run, p, n, keys) {
-                Jump::Whole => return Turn::Whole,
-                Jump::Parted(at) => {
-                    // Read from the run itself: block `at` is not the run's.
-                    (lo, hi, at_hi, run_hi) = (at - 1, at, Some(Holders::NONE), None);
-                    hi_keyless = false;
-                }
-                Jump::Past(end) => {
-                    lo = end;
-                    if lo >= hi {
-                        (hi, at_hi, run_hi, hi_keyless) = (unprobed, None, None, last_keyless);
-                    }
-                    (step, galloping, rechecked) = (1, true, false);
-                }
-            }
-        }
-        Turn::DropOut {
-            hi,
-            holders: at_hi,
-            run: run_hi,
-        }
-    }
-
     /// Starts loading the bucket of the block after the run that the query reaches at
     /// block `at`, where a find that goes through the run probes next: its miss then
     /// overlaps the reads of the run's holders (only for a query of sequence hashes, whose
@@ -455,35 +346,6 @@ impl<O> Clone for Reading<'_, O> {
 }
 
 impl<O> Copy for Reading<'_, O> {}
-
-/// Where a turn of the galloping search starts ([`Tree::search_turn`]).
-#[derive(Clone, Copy)]
-struct SearchFrom {
-    /// A block every active worker holds.
-    lo: usize,
-    /// Where the run that the last block ends begins, if the query reaches it there.
-    last_run: Option<usize>,
-    /// The last block (or the block past a query of local hashes), which every active
-    /// worker misses as last read.
-    unprobed: usize,
-    /// The last block's probe found no key: missing, or inside a run as it was then (a
-    /// cut or split since may have given it one), so the search reads it again before
-    /// it settles workers there.
-    at_hi_keyless: bool,
-}
-
-/// Where a turn of the galloping search ended ([`Tree::search_turn`]).
-enum Turn<'g> {
-    /// A run the remaining workers all hold reaches the query's last block.
-    Whole,
-    /// Block `hi` is the shallowest that some remaining worker misses: its holders
-    /// (`None`: the last block's, already read) and the run it begins, if it is a head.
-    DropOut {
-        hi: usize,
-        holders: Option<Holders<'g>>,
-        run: Option<RunAt<'g>>,
-    },
-}
 
 /// Where a query that reaches a run's head at block `at` goes on: see [`jump`].
 enum Jump {
