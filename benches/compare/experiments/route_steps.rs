@@ -14,7 +14,8 @@
 //! hashes twice in a row, on the index the round routed: the first read cold, as the
 //! "find" rows of `approx-kv-compare` read it, the second right after it, with the query,
 //! the buckets and the runs it reads in the cache (the find's own work), and prints the
-//! p50 and p99 of both.
+//! p50 and p99 of both. `REPS=N` with it runs each find N times more before, untimed, for
+//! a profile of finds: `REPS=400 FINDS=1 W=16 R=1 perf record -F 4999 target/release/route_steps TRACE`.
 
 use approx_kv_index::{ApproxKvIndexer, PromptHashes, Query};
 use std::time::{Duration, Instant};
@@ -49,7 +50,15 @@ fn percentile(sorted: &[u64], p: usize) -> u64 {
 fn time_finds(index: &ApproxKvIndexer, hashes: &[PromptHashes], workers: usize) {
     let mut overlap = vec![0u32; workers];
     let (mut cold, mut hot) = (Vec::new(), Vec::new());
+    // `REPS=N`: each find first runs N times untimed, so that a profile of the run
+    // (`perf record`) is mostly finds, as hot as the second timed one.
+    let reps: usize = std::env::var("REPS").map_or(0, |v| v.parse().unwrap());
     for h in hashes {
+        for _ in 0..reps {
+            index.find_into(Query::prompt(h), &mut |w: u64, s: u32| {
+                overlap[w as usize] = s
+            });
+        }
         for lat in [&mut cold, &mut hot] {
             overlap.fill(0);
             let t = Instant::now();
